@@ -1,0 +1,5 @@
+"""``python -m dphypo`` runs the command line."""
+
+from dphypo.cli import main
+
+main()

@@ -1,0 +1,92 @@
+"""Privacy accounting for hyperparameter searches: pure numpy/scipy, no torch, no I/O.
+
+The public surface:
+
+* run-count distributions: :class:`TruncatedNegativeBinomial`, :func:`geometric`, :func:`logarithmic`,
+  :class:`Poisson`;
+* per-candidate RDP curves: :func:`dpsgd_rdp`, :func:`gaussian_rdp`, :func:`pure_dp_rdp`, :func:`custom_rdp`,
+  :func:`compose`;
+* tuning theorems: :func:`tuning_rdp` (DP-HyPO Theorem 1 / Papernot-Steinke Theorem 6), :func:`dphypo_theorem2`;
+* the accountant: :class:`SearchPrivacy`, :class:`PrivacyConfig`, :func:`account`, :func:`account_pure`,
+  :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
+* conversions: :func:`epsilon_from_rdp`, :func:`delta_from_rdp`.
+"""
+
+from __future__ import annotations
+
+from dphypo.privacy.accountant import (
+    CalibrationError,
+    CalibrationResult,
+    PrivacyConfig,
+    PrivacyReport,
+    SearchPrivacy,
+    account,
+    account_pure,
+    calibrate_dpsgd_sigma,
+    calibrate_sigma,
+)
+from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
+from dphypo.privacy.distributions import (
+    RUN_COUNT_FAMILIES,
+    Poisson,
+    RunCountDistribution,
+    TruncatedNegativeBinomial,
+    geometric,
+    logarithmic,
+    make_run_count,
+)
+from dphypo.privacy.rdp import (
+    DEFAULT_ORDERS,
+    RdpCurve,
+    compose,
+    custom_rdp,
+    dpsgd_rdp,
+    gaussian_rdp,
+    pure_dp_rdp,
+    zero_rdp,
+)
+from dphypo.privacy.tuning import (
+    AdaptivePoissonError,
+    TuningRdp,
+    check_density_bounds,
+    dphypo_theorem1,
+    dphypo_theorem2,
+    papernot_steinke_theorem6,
+    tuning_rdp,
+)
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "RUN_COUNT_FAMILIES",
+    "AdaptivePoissonError",
+    "CalibrationError",
+    "CalibrationResult",
+    "Poisson",
+    "PrivacyConfig",
+    "PrivacyReport",
+    "RdpCurve",
+    "RunCountDistribution",
+    "SearchPrivacy",
+    "TruncatedNegativeBinomial",
+    "TuningRdp",
+    "account",
+    "account_pure",
+    "calibrate_dpsgd_sigma",
+    "calibrate_sigma",
+    "check_density_bounds",
+    "compose",
+    "custom_rdp",
+    "delta_from_rdp",
+    "dphypo_theorem1",
+    "dphypo_theorem2",
+    "dpsgd_rdp",
+    "epsilon_from_rdp",
+    "gaussian_rdp",
+    "geometric",
+    "logarithmic",
+    "make_run_count",
+    "papernot_steinke_theorem6",
+    "pure_dp_rdp",
+    "tuning_rdp",
+    "zero_rdp",
+]

@@ -1,0 +1,366 @@
+"""The accountant: one honest (ε, δ) for a whole search, its breakdown, and noise calibration.
+
+A :class:`SearchPrivacy` says how a search is randomised (the distribution of T and the density bounds C, c). A
+:class:`PrivacyConfig` adds the per-candidate RDP curve and δ; it is the single object that both the tuner (to
+draw T) and the accountant (to report ε) read, so the two can never disagree (privacy rule 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from dphypo.privacy.conversion import epsilon_from_rdp
+from dphypo.privacy.distributions import Poisson, RunCountDistribution, TruncatedNegativeBinomial
+from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, zero_rdp
+from dphypo.privacy.tuning import (
+    check_density_bounds,
+    dphypo_theorem2,
+    tuning_rdp,
+)
+
+__all__ = [
+    "CalibrationError",
+    "CalibrationResult",
+    "PrivacyConfig",
+    "PrivacyReport",
+    "SearchPrivacy",
+    "account",
+    "account_pure",
+    "calibrate_dpsgd_sigma",
+    "calibrate_sigma",
+]
+
+
+class CalibrationError(ValueError):
+    """The target (ε, δ) cannot be met by any noise level (or the bracket could not be found)."""
+
+
+@dataclass(frozen=True)
+class SearchPrivacy:
+    """How a search is randomised: T's distribution and DP-HyPO's density-ratio bounds.
+
+    Args:
+        run_count: Distribution of the number of runs T (drawn once, before any data is touched).
+        C: Upper bound on π⁽ʲ⁾/π⁽⁰⁾ (≥ 1). ``C = c = 1`` is a uniform (non-adaptive) search.
+        c: Lower bound on π⁽ʲ⁾/π⁽⁰⁾ (in (0, 1]).
+    """
+
+    run_count: RunCountDistribution
+    C: float = 1.0
+    c: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run_count, RunCountDistribution):
+            raise TypeError(f"run_count must be a RunCountDistribution, got {self.run_count!r}")
+        check_density_bounds(self.C, self.c)
+        object.__setattr__(self, "C", float(self.C))
+        object.__setattr__(self, "c", float(self.c))
+        if isinstance(self.run_count, Poisson) and self.adaptive:
+            # Fail at configuration time, before anything is sampled or trained.
+            tuning_rdp(zero_rdp(), self.run_count, self.C, self.c)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the sampling density may move away from the prior (C > c)."""
+        return self.c < self.C
+
+    def uniform(self) -> SearchPrivacy:
+        """The same run count with C = c = 1 (the non-adaptive baseline)."""
+        return SearchPrivacy(self.run_count)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready parameters of the run-count distribution and the bounds."""
+        rc = self.run_count
+        out: dict[str, Any] = {"runs": rc.name, "expected_runs": rc.mean, "C": self.C, "c": self.c}
+        if isinstance(rc, TruncatedNegativeBinomial):
+            out.update(theta=rc.theta, gamma=rc.gamma)
+        return out
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """The accounted privacy of a search, in a form a user can read.
+
+    Attributes:
+        epsilon: Total ε of the search at ``delta``.
+        delta: δ of the guarantee (0 for a pure-DP statement).
+        base_epsilon: ε of one candidate run alone at the same δ.
+        repetition_epsilon: What the random number of runs adds (uniform search ε − base ε).
+        adaptivity_epsilon: What adaptivity adds (total ε − uniform search ε); 0 when C = c = 1.
+        order: Rényi order α at which the conversion to (ε, δ) was tightest (``inf``: pure bound).
+        order_hat: The second order α̂ of DP-HyPO Theorem 1 (``nan`` where the theorem has none).
+        expected_runs: E[T].
+        theorem: The theorem that produced ``epsilon``.
+        search: The search configuration.
+        base_label: Description of the per-candidate mechanism.
+    """
+
+    epsilon: float
+    delta: float
+    base_epsilon: float
+    repetition_epsilon: float
+    adaptivity_epsilon: float
+    order: float
+    order_hat: float
+    expected_runs: float
+    theorem: str
+    search: SearchPrivacy
+    base_label: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (non-finite numbers become ``None``)."""
+
+        def clean(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        return {
+            "epsilon": clean(self.epsilon),
+            "delta": self.delta,
+            "base_epsilon": clean(self.base_epsilon),
+            "order": clean(self.order),
+            "order_hat": clean(self.order_hat),
+            "expected_runs": self.expected_runs,
+            "theorem": self.theorem,
+            "breakdown": {
+                "one_run": clean(self.base_epsilon),
+                "repetition": clean(self.repetition_epsilon),
+                "adaptivity": clean(self.adaptivity_epsilon),
+            },
+            **self.search.describe(),
+            "base_mechanism": self.base_label,
+        }
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """Everything the accountant needs, shared with the tuner so T is drawn from exactly what is accounted.
+
+    Args:
+        search: Run-count distribution and density bounds.
+        base: RDP curve valid for every candidate run, *including* the release of its score.
+        delta: δ of the reported guarantee, in (0, 1).
+    """
+
+    search: SearchPrivacy
+    base: RdpCurve
+    delta: float
+
+    def __post_init__(self) -> None:
+        _check_delta(self.delta)
+
+    def account(self) -> PrivacyReport:
+        """The search's total (ε, δ) with its breakdown."""
+        return account(self.base, self.search, self.delta)
+
+
+def _check_delta(delta: float) -> None:
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+
+
+def account(base: RdpCurve, search: SearchPrivacy, delta: float) -> PrivacyReport:
+    """Total (ε, δ) of a search whose every candidate satisfies ``base``.
+
+    ε is the tight RDP → (ε, δ) conversion (Canonne, Kamath & Steinke 2020) of the search's RDP curve from
+    :func:`~dphypo.privacy.tuning.tuning_rdp`. The breakdown evaluates the same pipeline with C = c = 1 (what
+    repetition alone costs) and on the base curve alone (one run).
+
+    Args:
+        base: Per-candidate RDP curve.
+        search: Run-count distribution and density bounds.
+        delta: Target δ ∈ (0, 1).
+
+    Returns:
+        The report.
+    """
+    _check_delta(delta)
+    tuned = tuning_rdp(base, search.run_count, search.C, search.c)
+    eps, order = epsilon_from_rdp(
+        tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
+    )
+    base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
+    if search.adaptive:
+        uniform = tuning_rdp(base, search.run_count)
+        uniform_eps, _ = epsilon_from_rdp(
+            uniform.curve.orders, uniform.curve.epsilons, delta, pure_epsilon=uniform.curve.pure_epsilon
+        )
+    else:
+        uniform_eps = eps
+    return PrivacyReport(
+        epsilon=eps,
+        delta=delta,
+        base_epsilon=base_eps,
+        repetition_epsilon=uniform_eps - base_eps,
+        adaptivity_epsilon=eps - uniform_eps,
+        order=order,
+        order_hat=tuned.order_hat,
+        expected_runs=search.run_count.mean,
+        theorem=tuned.theorem,
+        search=search,
+        base_label=base.label,
+    )
+
+
+def account_pure(epsilon: float, search: SearchPrivacy) -> PrivacyReport:
+    """Pure-DP accounting (DP-HyPO Theorem 2): every candidate ε-DP ⇒ ``((2+θ)(ε + log(C/c)), 0)``-DP.
+
+    Raises:
+        ValueError: For Poisson T, which has no pure-DP theorem (Theorem 6 gives RDP only).
+    """
+    rc = search.run_count
+    if not isinstance(rc, TruncatedNegativeBinomial):
+        raise ValueError(
+            f"pure-DP accounting needs a truncated negative binomial run count (DP-HyPO Theorem 2), got "
+            f"{rc.name}; Poisson T only has an RDP guarantee, so give a delta"
+        )
+    total = dphypo_theorem2(epsilon, rc.theta, search.C, search.c)
+    uniform = dphypo_theorem2(epsilon, rc.theta, 1.0, 1.0)
+    return PrivacyReport(
+        epsilon=total,
+        delta=0.0,
+        base_epsilon=float(epsilon),
+        repetition_epsilon=uniform - epsilon,
+        adaptivity_epsilon=total - uniform,
+        order=math.inf,
+        order_hat=math.inf,
+        expected_runs=rc.mean,
+        theorem="DP-HyPO Theorem 2"
+        if search.adaptive
+        else "DP-HyPO Theorem 2 = Papernot-Steinke Corollary 3",
+        search=search,
+        base_label=f"pure {epsilon:g}-DP",
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """A calibrated noise multiplier and the accounting it achieves.
+
+    Attributes:
+        sigma: The returned σ; it always meets the target (checked).
+        report: The accounting at ``sigma``.
+        sigma_tolerance: σ is within this of the smallest σ that meets the target (conservative side).
+        evaluations: Number of accountant evaluations used.
+    """
+
+    sigma: float
+    report: PrivacyReport
+    sigma_tolerance: float
+    evaluations: int
+
+
+def calibrate_sigma(
+    target_epsilon: float,
+    delta: float,
+    search: SearchPrivacy,
+    curve_for_sigma: Callable[[float], RdpCurve],
+    *,
+    rtol: float = 1e-4,
+    sigma_bounds: tuple[float, float] = (1e-2, 1e4),
+) -> CalibrationResult:
+    """The smallest noise multiplier σ (to ``rtol``) whose search meets a total (ε, δ) target.
+
+    ε(σ) is continuous and non-increasing in σ (every RDP bound is non-increasing in σ and every later step is
+    monotone), so the boundary σ* is found with Brent's method on a bracket (expanded geometrically if needed).
+    The returned σ is the root plus Brent's error bound, so it is never below σ*; it is verified to meet the
+    target before it is returned.
+
+    Args:
+        target_epsilon: Total ε of the search.
+        delta: δ ∈ (0, 1).
+        search: Run-count distribution and density bounds.
+        curve_for_sigma: Per-candidate RDP curve as a function of σ (e.g. DP-SGD composed with a score release).
+        rtol: Relative tolerance on σ.
+        sigma_bounds: Smallest and largest σ considered.
+
+    Returns:
+        The calibration.
+
+    Raises:
+        CalibrationError: If even σ → ∞ (a data-independent candidate) exceeds the target, or the target is
+            met only outside ``sigma_bounds``.
+    """
+    if not (math.isfinite(target_epsilon) and target_epsilon > 0.0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {target_epsilon!r}")
+    _check_delta(delta)
+    if not (0.0 < rtol < 0.1):
+        raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
+    evaluations = 0
+
+    def excess(log_sigma: float) -> float:
+        nonlocal evaluations
+        evaluations += 1
+        return account(curve_for_sigma(math.exp(log_sigma)), search, delta).epsilon - target_epsilon
+
+    probe = curve_for_sigma(sigma_bounds[1])
+    floor = account(zero_rdp(probe.orders), search, delta).epsilon
+    if floor >= target_epsilon:
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} is unreachable: with delta={delta:g} the search itself costs at "
+            f"least epsilon={floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
+            "lower E[T], or narrow [c, C]"
+        )
+    lo, hi = math.log(sigma_bounds[0]), math.log(sigma_bounds[1])
+    if excess(hi) > 0.0:
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} needs sigma > {sigma_bounds[1]:g}; raise epsilon or the sigma bound"
+        )
+    if excess(lo) <= 0.0:
+        sigma = sigma_bounds[0]
+        return CalibrationResult(sigma, account(curve_for_sigma(sigma), search, delta), 0.0, evaluations)
+    # Tolerance in log σ is a relative tolerance in σ.
+    xtol = math.log1p(rtol)
+    root = optimize.brentq(excess, lo, hi, xtol=xtol / 2.0, rtol=4 * np.finfo(float).eps)
+    log_sigma = min(hi, root + xtol / 2.0)
+    while excess(log_sigma) > 0.0:  # guard against non-smoothness from the order grid
+        log_sigma = min(hi, log_sigma + xtol / 2.0)
+    sigma = math.exp(log_sigma)
+    report = account(curve_for_sigma(sigma), search, delta)
+    if report.epsilon > target_epsilon:  # pragma: no cover - the loop above guarantees this
+        raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
+    return CalibrationResult(sigma, report, sigma * rtol, evaluations)
+
+
+def calibrate_dpsgd_sigma(
+    target_epsilon: float,
+    delta: float,
+    sample_rate: float,
+    steps: int,
+    search: SearchPrivacy,
+    *,
+    extra: RdpCurve | None = None,
+    orders: Iterable[float] | None = None,
+    rtol: float = 1e-4,
+) -> CalibrationResult:
+    """:func:`calibrate_sigma` for DP-SGD runs (optionally composed with a fixed ``extra`` mechanism, e.g. the
+    noisy release of each run's score).
+
+    Args:
+        target_epsilon: Total ε of the search.
+        delta: δ ∈ (0, 1).
+        sample_rate: Poisson sampling rate q ∈ (0, 1].
+        steps: DP-SGD steps per run.
+        search: Run-count distribution and density bounds.
+        extra: A σ-independent mechanism composed into every run.
+        orders: Order grid (must match ``extra``'s).
+        rtol: Relative tolerance on σ.
+
+    Returns:
+        The calibration.
+    """
+    grid = None if orders is None else np.asarray(list(orders), dtype=np.float64)
+    if extra is not None:
+        grid = extra.orders if grid is None else grid
+
+    def curve(sigma: float) -> RdpCurve:
+        run = dpsgd_rdp(sigma, sample_rate, steps, orders=grid)
+        return run if extra is None else compose(run, extra)
+
+    curve(1.0)  # validate sample_rate/steps eagerly, before any root finding
+    return calibrate_sigma(target_epsilon, delta, search, curve, rtol=rtol)

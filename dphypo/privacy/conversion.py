@@ -1,0 +1,84 @@
+r"""Conversions between Rényi DP and (ε, δ)-DP.
+
+We use the tight conversion of Canonne, Kamath & Steinke 2020 (Proposition 12 of arXiv:2004.00010v4; also
+Asoodeh et al. 2020, eq. 20), the one Papernot & Steinke 2022 state as Lemma 14 and dp_accounting implements:
+a (α, ε_R)-RDP mechanism is (ε, δ)-DP with
+
+    δ = exp((α−1)(ε_R − ε)) / α · (1 − 1/α)^{α−1}
+    ⇔  ε = ε_R + log(1 − 1/α) − (log δ + log α)/(α − 1).
+
+Beware the sign typo in Papernot & Steinke's main text (see the notes): the exponent is (ε_R − ε).
+For tiny ε_R we also use the KL bound δ ≤ sqrt(1 − e^{−KL}) (Pinsker-type; as dp_accounting does), with
+KL ≤ ε_R(α) for any α > 1 because D_α is non-decreasing in α.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["delta_from_rdp", "epsilon_from_rdp"]
+
+# The closed form is numerically unstable as α → 1 and never optimal there for δ ≪ 1 (dp_accounting uses the
+# same cut-off).
+_MIN_CONVERSION_ORDER = 1.01
+
+
+def epsilon_from_rdp(
+    orders: np.ndarray, epsilons: np.ndarray, delta: float, *, pure_epsilon: float | None = None
+) -> tuple[float, float]:
+    """The smallest ε such that the RDP curve implies (ε, δ)-DP, and the order that achieves it.
+
+    Args:
+        orders: Shape ``(m,)``, orders α > 1.
+        epsilons: Shape ``(m,)``, RDP bounds ε_R(α) (``inf`` allowed).
+        delta: Target δ ∈ (0, 1).
+        pure_epsilon: A pure-DP bound (order ∞) if known; it is (ε, δ)-DP for every δ.
+
+    Returns:
+        ``(epsilon, order)``; order is ``inf`` when the pure bound wins.
+    """
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    a = np.asarray(orders, dtype=np.float64)
+    r = np.asarray(epsilons, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        eps = r + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+    eps = np.where((a > _MIN_CONVERSION_ORDER) & np.isfinite(r), eps, np.inf)
+    # KL route: if sqrt(1 − e^{−KL}) ≤ δ the mechanism is (0, δ)-DP.
+    eps = np.where(delta**2 + np.expm1(-r) > 0.0, 0.0, eps)
+    i = int(np.argmin(eps))
+    best, order = max(0.0, float(eps[i])), float(a[i])
+    if pure_epsilon is not None and pure_epsilon < best:
+        return float(pure_epsilon), math.inf
+    return best, order
+
+
+def delta_from_rdp(
+    orders: np.ndarray, epsilons: np.ndarray, epsilon: float, *, pure_epsilon: float | None = None
+) -> tuple[float, float]:
+    """The smallest δ such that the RDP curve implies (ε, δ)-DP, and the order that achieves it.
+
+    Args:
+        orders: Shape ``(m,)``, orders α > 1.
+        epsilons: Shape ``(m,)``, RDP bounds.
+        epsilon: Target ε ≥ 0.
+        pure_epsilon: A pure-DP bound if known: δ = 0 whenever ε ≥ pure_epsilon.
+
+    Returns:
+        ``(delta, order)``.
+    """
+    if not (math.isfinite(epsilon) and epsilon >= 0.0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    if pure_epsilon is not None and epsilon >= pure_epsilon:
+        return 0.0, math.inf
+    a = np.asarray(orders, dtype=np.float64)
+    r = np.asarray(epsilons, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        log_kl = 0.5 * np.log(-np.expm1(-r))  # δ ≤ sqrt(1 − e^{−KL})
+        log_rdp = (a - 1.0) * (r - epsilon + np.log1p(-1.0 / a)) - np.log(a)
+    log_delta = np.where(a > _MIN_CONVERSION_ORDER, np.minimum(log_kl, log_rdp), log_kl)
+    log_delta = np.where(np.isnan(log_delta), np.inf, log_delta)
+    i = int(np.argmin(log_delta))
+    return float(min(1.0, math.exp(min(0.0, float(log_delta[i]))))), float(a[i])
