@@ -17,7 +17,10 @@ ACCOUNT_FORMS = [
     "account --sigma 1.0 --sample-rate 0.0042667 --steps 2340 --runs poisson --mean 10 --delta 1e-5",
     "account --pure-epsilon 1.0 --runs negbin --theta 0.5 --gamma 0.05 --C 1.5 --c 0.8",
 ]
-CALIBRATE = "calibrate --epsilon 8 --delta 1e-5 --sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01 --C 2 --c 0.75"
+CALIBRATE = (
+    "calibrate --epsilon 8 --delta 1e-5 --sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01 "
+    "--C 2 --c 0.75"
+)
 
 
 def _json(capsys, argv: str) -> dict:

@@ -1,4 +1,4 @@
-"""Tests for dphypo.landscapes: file format, validation, simulation, synthetic landscapes."""
+"""Tests for dphypo.landscapes (file format, validation, simulation) and dphypo.synthetic."""
 
 from __future__ import annotations
 
@@ -11,16 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dphypo.landscapes import (
+from dphypo.landscapes import Landscape, load_landscape, resolve_landscape, save_landscape
+from dphypo.synthetic import (
     SYNTHETIC_LANDSCAPES,
     AccuracyLevels,
-    Landscape,
-    load_landscape,
     mnist_grid,
     multimodal_landscape,
-    resolve_landscape,
     ridge_landscape,
-    save_landscape,
     smooth_landscape,
     synthetic_landscape,
 )
@@ -318,7 +315,7 @@ def test_synthetic_landscapes_are_accuracy_like_and_documented(name: str) -> Non
     assert landscape.best_value > 0.9 and landscape.worst_value < 0.15
     meta = landscape.metadata
     assert meta["synthetic"] is True
-    assert meta["generator"] == f"dphypo.landscapes.{SYNTHETIC_LANDSCAPES[name].__name__}"
+    assert meta["generator"] == f"dphypo.synthetic.{SYNTHETIC_LANDSCAPES[name].__name__}"
     assert meta["parameters"]["levels"] == {"peak": 0.95, "floor": 0.1, "std_min": 0.005, "std_max": 0.05}
     # Reproducible: a second call builds identical arrays.
     assert_same(landscape, synthetic_landscape(name))

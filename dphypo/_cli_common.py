@@ -1,0 +1,77 @@
+"""Shared pieces of the ``dphypo`` command line: the typer app, option types and output helpers."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, SearchPrivacy, make_run_count
+
+app = typer.Typer(
+    name="dphypo",
+    help="Adaptive differentially private hyperparameter optimisation (DP-HyPO) with one honest (ε, δ).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Shared option declarations (typer reads them from the annotations).
+RunsOpt = Annotated[
+    str,
+    typer.Option("--runs", help=f"Distribution of the number of runs T: {', '.join(RUN_COUNT_FAMILIES)}."),
+]
+ThetaOpt = Annotated[float | None, typer.Option("--theta", help="Shape θ > -1 (negbin only).")]
+GammaOpt = Annotated[
+    float | None, typer.Option("--gamma", help="γ ∈ (0,1) of the TNB family (or give --mean).")
+]
+MeanOpt = Annotated[
+    float | None, typer.Option("--mean", help="E[T] (TNB family: instead of --gamma; poisson).")
+]
+UpperOpt = Annotated[float, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 (C = c = 1: uniform).")]
+LowerOpt = Annotated[float, typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1].")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+
+
+def _search(runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float, c: float):
+    return SearchPrivacy(make_run_count(runs, theta=theta, gamma=gamma, mean=mean), C, c)
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:.{digits}g}"
+
+
+def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | None = None) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value")
+    table.add_row("total ε", f"[bold green]{_fmt(report.epsilon)}[/]")
+    table.add_row("δ", _fmt(report.delta))
+    for key, value in (extra or {}).items():
+        table.add_row(key, value)
+    table.add_row("  ε of one run", _fmt(report.base_epsilon))
+    table.add_row("  + random repetition", _fmt(report.repetition_epsilon))
+    table.add_row("  + adaptivity log(C/c)", _fmt(report.adaptivity_epsilon))
+    search = report.search.describe()
+    dist = search["runs"] + "".join(f", {k}={_fmt(search[k], 6)}" for k in ("theta", "gamma") if k in search)
+    table.add_row("run count T", f"{dist}; E[T] = {_fmt(report.expected_runs)}")
+    table.add_row("density bounds", f"C = {_fmt(report.search.C)}, c = {_fmt(report.search.c)}")
+    table.add_row("orders (α, α̂)", f"{_fmt(report.order)}, {_fmt(report.order_hat)}")
+    table.add_row("theorem", report.theorem)
+    table.add_row("per-run mechanism", report.base_label)
+    return table
+
+
+def _emit(payload: dict[str, Any], table: Table, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(payload, sort_keys=True))
+    else:
+        Console().print(table)

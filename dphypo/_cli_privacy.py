@@ -1,0 +1,94 @@
+"""``dphypo account`` and ``dphypo calibrate``: privacy of a whole search, and the σ that meets a budget."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dphypo._cli_common import (
+    GammaOpt,
+    JsonOpt,
+    LowerOpt,
+    MeanOpt,
+    RunsOpt,
+    ThetaOpt,
+    UpperOpt,
+    _emit,
+    _report_table,
+    _search,
+    app,
+)
+from dphypo.privacy import account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp, pure_dp_rdp
+
+
+@app.command("account")
+def account_command(
+    runs: RunsOpt,
+    sigma: Annotated[float | None, typer.Option("--sigma", help="DP-SGD noise multiplier σ > 0.")] = None,
+    sample_rate: Annotated[
+        float | None, typer.Option("--sample-rate", help="Poisson sampling rate q ∈ (0,1].")
+    ] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="DP-SGD steps per run (≥ 1).")] = None,
+    pure_epsilon: Annotated[
+        float | None,
+        typer.Option("--pure-epsilon", help="Each run is ε-DP (pure); reports DP-HyPO Theorem 2."),
+    ] = None,
+    theta: ThetaOpt = None,
+    gamma: GammaOpt = None,
+    mean: MeanOpt = None,
+    C: UpperOpt = 1.0,
+    c: LowerOpt = 1.0,
+    delta: Annotated[
+        float | None, typer.Option("--delta", help="δ ∈ (0,1) (default 1e-5; pure mode: 0 unless given).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Total (ε, δ) of a private hyperparameter search, with its breakdown."""
+    search = _search(runs, theta, gamma, mean, C, c)
+    if pure_epsilon is not None:
+        if any(v is not None for v in (sigma, sample_rate, steps)):
+            raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps")
+        report = (
+            account_pure(pure_epsilon, search)
+            if delta is None
+            else account(pure_dp_rdp(pure_epsilon), search, delta)
+        )
+    else:
+        missing = [
+            n
+            for n, v in (("--sigma", sigma), ("--sample-rate", sample_rate), ("--steps", steps))
+            if v is None
+        ]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
+        report = account(dpsgd_rdp(sigma, sample_rate, steps), search, 1e-5 if delta is None else delta)
+    _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    epsilon: Annotated[float, typer.Option("--epsilon", help="Target total ε of the search.")],
+    sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q ∈ (0,1].")],
+    steps: Annotated[int, typer.Option("--steps", help="DP-SGD steps per run (≥ 1).")],
+    runs: RunsOpt,
+    delta: Annotated[float, typer.Option("--delta", help="δ ∈ (0,1).")] = 1e-5,
+    theta: ThetaOpt = None,
+    gamma: GammaOpt = None,
+    mean: MeanOpt = None,
+    C: UpperOpt = 1.0,
+    c: LowerOpt = 1.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ)."""
+    search = _search(runs, theta, gamma, mean, C, c)
+    result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search)
+    payload = {
+        **result.report.to_dict(),
+        "sigma": result.sigma,
+        "sigma_tolerance": result.sigma_tolerance,
+        "target_epsilon": epsilon,
+    }
+    extra = {"σ (noise multiplier)": f"[bold]{result.sigma:.5g}[/] (within +{result.sigma_tolerance:.1g})"}
+    table = _report_table(result.report, f"Calibrated for ε ≤ {epsilon:g}", extra)
+    _emit(payload, table, as_json)

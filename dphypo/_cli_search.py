@@ -1,0 +1,158 @@
+"""``dphypo simulate``, ``dphypo tune`` and ``dphypo landscape build``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from dphypo._cli_common import JsonOpt, LowerOpt, UpperOpt, _emit, app
+
+
+def _strategy(name: str, tau: float, beta: float, scale: str):
+    from dphypo.strategies import GPUCB, Uniform
+
+    if name == "uniform":
+        return Uniform()
+    if name == "gp":
+        return GPUCB(tau=tau, beta=beta, scale=scale)  # type: ignore[arg-type]
+    raise ValueError(f"strategy must be 'uniform' or 'gp', got {name!r}")
+
+
+@app.command("simulate")
+def simulate_command(
+    landscape: Annotated[
+        str, typer.Option("--landscape", help="A landscape .npz file, or synthetic:smooth|ridge|multimodal.")
+    ],
+    strategy: Annotated[
+        list[str], typer.Option("--strategy", help="uniform or gp; repeat the option to compare several.")
+    ],
+    fixed_T: Annotated[int, typer.Option("--fixed-T", help="Number of runs of every search (research mode).")],
+    repeats: Annotated[int, typer.Option("--repeats", help="Independent searches per strategy.")] = 200,
+    C: UpperOpt = 2.0,
+    c: LowerOpt = 0.75,
+    tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ (s = μ + τσ).")] = 0.1,
+    beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
+    scale: Annotated[
+        str, typer.Option("--scale", help="GP score scale before the softmax: standardized, range or raw (paper).")
+    ] = "standardized",
+    seed: Annotated[int, typer.Option("--seed", help="Study seed.")] = 0,
+    workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare strategies by simulated searches on a landscape: mean true value of the released λ."""
+    from dphypo.landscapes import resolve_landscape
+    from dphypo.simulate import simulate
+
+    land = resolve_landscape(landscape)
+    strategies = [_strategy(name, tau, beta, scale) for name in strategy]
+    results = simulate(land, strategies, repeats=repeats, T=fixed_T, C=C, c=c, seed=seed, workers=workers)
+    payload = {
+        "landscape": landscape,
+        "direction": land.direction,
+        "best_value": land.best_value,
+        "C": C,
+        "c": c,
+        "tau": tau,
+        "beta": beta,
+        "scale": scale,
+        "seed": seed,
+        "results": [r.to_dict() for r in results],
+    }
+    table = Table(title=f"Simulated searches on {landscape} (best value {land.best_value:.4f}, {land.direction})")
+    for col in ("strategy", "T", "mean true value", "95% CI", "repeats"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.strategy, str(r.T), f"{r.mean:.4f}", f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]", str(r.repeats))
+    _emit(payload, table, as_json)
+
+
+GridOpt = Annotated[
+    str | None,
+    typer.Option(help="Grid as low:high:num:log|linear or a comma list (default: the paper's MNIST grid)."),
+]
+
+
+@app.command("tune")
+def tune_command(
+    dataset: Annotated[str, typer.Option("--dataset", help="digits (embedded), mnist-subset, mnist, ...")] = "digits",
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where full datasets live on disk.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")] = None,
+    lr_grid: Annotated[str | None, typer.Option("--lr-grid", help="Learning rates (default 1e-4:10:16:log).")] = None,
+    clip_grid: Annotated[
+        str | None, typer.Option("--clip-grid", help="Clipping norms (default 0.3:6:20:linear).")
+    ] = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="gp (DP-HyPO) or uniform.")] = "gp",
+    runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
+    theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
+    gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
+    mean: Annotated[float | None, typer.Option("--mean", help="E[T] (default 20).")] = None,
+    C: UpperOpt = 2.0,
+    c: LowerOpt = 0.75,
+    tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ.")] = 0.1,
+    beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total ε of the search (default 8).")] = None,
+    sigma: Annotated[float | None, typer.Option("--sigma", help="Fixed noise multiplier instead of --epsilon.")] = None,
+    delta: Annotated[float, typer.Option("--delta", help="δ of the guarantee.")] = 1e-5,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per candidate run.")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected (Poisson) batch size.")] = 64,
+    score_noise: Annotated[
+        float, typer.Option("--score-noise", help="Std of the noise on each validation accuracy (0 = public val).")
+    ] = 0.02,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the whole search.")] = 0,
+    out: Annotated[str, typer.Option("--out", help="Directory for the released model.")] = "runs/tune",
+    show_trials: Annotated[
+        bool, typer.Option("--show-trials", help="NOT PRIVATE: also print T and every run (curator/debugging).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tune learning rate × clipping norm with DP-SGD privately and release the best model with its total ε."""
+    from dphypo._cli_tune import run_tune
+
+    run_tune(**locals())
+
+
+@app.command("landscape")
+def landscape_command(
+    action: Annotated[str, typer.Argument(help="build")],
+    dataset: Annotated[str, typer.Option("--dataset", help="digits, mnist-subset, mnist, ...")] = "digits",
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where full datasets live on disk.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")] = None,
+    lr_grid: Annotated[str | None, typer.Option("--lr-grid", help="Learning rates (default 1e-4:10:16:log).")] = None,
+    clip_grid: Annotated[
+        str | None, typer.Option("--clip-grid", help="Clipping norms (default 0.3:6:20:linear).")
+    ] = None,
+    sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run.")] = 1.0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run.")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size.")] = 64,
+    seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point.")] = 5,
+    score_noise: Annotated[
+        float, typer.Option("--score-noise", help="Std of the private score's noise, folded into std.")
+    ] = 0.0,
+    workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
+    out: Annotated[str, typer.Option("--out", help="Output .npz (resumes from <out>.partial.jsonl).")] = "",
+) -> None:
+    """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    from dphypo.train import default_model
+    from dphypo.train.build import BuildSpec, build_landscape, paper_grid, parse_grid
+
+    if action != "build":
+        raise ValueError(f"landscape action must be 'build', got {action!r}")
+    if not out:
+        raise ValueError("--out is required (e.g. landscapes/digits.npz)")
+    default_lr, default_clip = paper_grid()
+    spec = BuildSpec(
+        dataset=dataset, model=model or default_model(dataset),
+        lr_grid=parse_grid(lr_grid) if lr_grid else default_lr,
+        clip_grid=parse_grid(clip_grid) if clip_grid else default_clip,
+        sigma=sigma, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise, data_dir=data_dir,
+    )
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns) as bar:
+        task = bar.add_task(f"building {out}", total=spec.shape[0] * spec.shape[1] * seeds)
+        landscape = build_landscape(spec, out, workers=workers,
+                                    progress=lambda done, total: bar.update(task, completed=done))
+    typer.echo(f"wrote {out}: best mean {landscape.best_value:.4f} at {landscape.space.params(landscape.best_index)}")

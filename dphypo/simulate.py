@@ -1,0 +1,186 @@
+"""Semi-real simulation of private searches on landscapes (cached mean/std of a score over a grid).
+
+A visit to grid point λ returns q ~ N(mean_λ, std_λ); a search is judged by the *true* value mean_λ of the λ it
+releases (DP-HyPO §4.2). Each repeat runs the same Framework-1 loop as :class:`~dphypo.tuner.Tuner`
+(:func:`~dphypo.tuner.run_loop`), so every density is projected exactly as in a real search.
+
+Repeats are independent; repeat r of every strategy uses the same random streams for the landscape noise and
+for T (common random numbers), which makes strategy differences less noisy without biasing either arm.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from dphypo.landscapes import Landscape
+from dphypo.privacy import RunCountDistribution
+from dphypo.strategies import Strategy
+from dphypo.tuner import best_trial, run_loop
+
+__all__ = ["ArmResult", "mean_ci95", "simulate", "simulate_once"]
+
+# Stream ids inside a repeat's SeedSequence.
+_NOISE, _T, _SAMPLING, _STRATEGY = range(4)
+
+
+@dataclass(frozen=True)
+class ArmResult:
+    """The outcome of many simulated searches with one strategy.
+
+    Attributes:
+        strategy: Strategy name.
+        T: The fixed number of runs, or ``None`` when T was drawn from ``run_count``.
+        run_count: Description of T's distribution when it was random.
+        mean: Mean true value of the released λ over repeats.
+        ci95: 95 % confidence interval of that mean (Student t).
+        repeats: Number of independent searches.
+        values: Shape ``(repeats,)``, the true value released by each search.
+    """
+
+    strategy: str
+    T: int | None
+    run_count: str | None
+    mean: float
+    ci95: tuple[float, float]
+    repeats: int
+    values: np.ndarray
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready summary (without the per-repeat values)."""
+        return {
+            "strategy": self.strategy,
+            "T": self.T,
+            "run_count": self.run_count,
+            "mean": self.mean,
+            "ci95": list(self.ci95),
+            "repeats": self.repeats,
+        }
+
+
+def mean_ci95(values: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """Mean and two-sided 95 % Student-t confidence interval of i.i.d. values."""
+    values = np.asarray(values, dtype=np.float64)
+    mean = float(values.mean())
+    if values.size < 2:
+        return mean, (math.nan, math.nan)
+    half = float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    return mean, (mean - half, mean + half)
+
+
+def simulate_once(
+    landscape: Landscape,
+    strategy: Strategy,
+    *,
+    T: int | None = None,
+    run_count: RunCountDistribution | None = None,
+    C: float = 1.0,
+    c: float = 1.0,
+    seed: int = 0,
+    repeat: int = 0,
+) -> float:
+    """One simulated search; returns the true value of the released λ (the landscape's worst mean if T = 0).
+
+    Args:
+        landscape: Mean/std of the score over the grid.
+        strategy: Sampling strategy.
+        T: Fixed number of runs (research mode: no privacy claim), or
+        run_count: the distribution T is drawn from (as a private search does).
+        C: Upper density-ratio bound.
+        c: Lower density-ratio bound.
+        seed: Study seed.
+        repeat: Repeat number (selects independent streams).
+
+    Returns:
+        mean_λ of the released λ.
+    """
+    if (T is None) == (run_count is None):
+        raise ValueError("give exactly one of T (fixed) or run_count (random)")
+    streams = [np.random.SeedSequence(seed, spawn_key=(repeat, k)) for k in range(4)]
+    if T is None:
+        T = run_count.sample(np.random.default_rng(streams[_T]))  # type: ignore[union-attr]
+    elif not (isinstance(T, (int, np.integer)) and T >= 1):
+        raise ValueError(f"T must be a positive integer, got {T!r}")
+    noise = np.random.default_rng(streams[_NOISE])
+    space = landscape.space
+
+    def objective(params: dict, run: object) -> float:
+        return landscape.sample(space.index(params), noise)
+
+    trials, _, _, _ = run_loop(
+        objective,
+        space,
+        (C, c),
+        strategy,
+        landscape.direction,  # type: ignore[arg-type]
+        int(T),
+        sampling_rng=np.random.default_rng(streams[_SAMPLING]),
+        strategy_seed=int(streams[_STRATEGY].generate_state(1)[0]),
+        run_seed=lambda j: j,
+    )
+    best = best_trial(trials, landscape.direction)  # type: ignore[arg-type]
+    return landscape.worst_value if best is None else landscape.true_value(trials[best].grid_index)
+
+
+def _one(args: tuple) -> float:
+    landscape, strategy, kwargs, repeat = args
+    from dphypo._threads import limit_torch_threads
+
+    if strategy.name != "uniform":
+        limit_torch_threads()
+    return simulate_once(landscape, strategy, repeat=repeat, **kwargs)
+
+
+def simulate(
+    landscape: Landscape,
+    strategies: Sequence[Strategy],
+    *,
+    repeats: int,
+    T: int | None = None,
+    run_count: RunCountDistribution | None = None,
+    C: float = 1.0,
+    c: float = 1.0,
+    seed: int = 0,
+    workers: int | None = None,
+) -> list[ArmResult]:
+    """Many independent simulated searches per strategy.
+
+    Args:
+        landscape: The landscape.
+        strategies: Strategies to compare (each gets the same repeats' random streams).
+        repeats: Independent searches per strategy.
+        T: Fixed number of runs, or
+        run_count: its distribution.
+        C: Upper density-ratio bound (uniform search is unaffected: its density is the prior).
+        c: Lower density-ratio bound.
+        seed: Study seed.
+        workers: Processes (default: all cores, one torch thread each); 1 runs in this process.
+
+    Returns:
+        One :class:`ArmResult` per strategy.
+    """
+    if not (isinstance(repeats, int) and repeats >= 1):
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    workers = workers or os.cpu_count() or 1
+    kwargs = dict(T=T, run_count=run_count, C=C, c=c, seed=seed)
+    results = []
+    for strategy in strategies:
+        jobs = [(landscape, strategy, kwargs, r) for r in range(repeats)]
+        if workers == 1:
+            values = np.array([_one(job) for job in jobs])
+        else:
+            # spawn, not fork: the parent may hold torch/OpenMP state that a forked child must not inherit
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                values = np.array(list(pool.map(_one, jobs, chunksize=max(1, repeats // (4 * workers)))))
+        mean, ci = mean_ci95(values)
+        description = None if run_count is None else repr(run_count)
+        results.append(ArmResult(strategy.name, T, description, mean, ci, repeats, values))
+    return results

@@ -1,0 +1,255 @@
+"""Build a real landscape: train every grid point ``seeds`` times with DP-SGD and tabulate the score.
+
+Each (grid point, seed) job is one :class:`~dphypo.train.objective.DPSGDObjective` run with the *exact*
+validation accuracy (no score noise: the landscape stores the accuracy's seed-to-seed spread, and the score
+noise a private search adds is folded into ``std`` analytically, see :func:`build_landscape`). Jobs run in a
+process pool (one torch thread per worker) and every finished job is appended to a JSON-lines checkpoint, so an
+interrupted build resumes where it stopped. A run that diverges (NaN) scores 0.0, the worst accuracy, as the
+tuner would treat it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dphypo.landscapes import Landscape, save_landscape
+
+__all__ = ["BuildSpec", "build_landscape", "paper_grid", "parse_grid"]
+
+#: Score recorded for a run that failed because of the data (privacy rule 5: failed runs score worst).
+FAILED_SCORE = 0.0
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build.
+
+    Args:
+        dataset: Dataset name (see :data:`dphypo.train.DATASETS`).
+        model: Model name (see :func:`dphypo.train.make_model`).
+        lr_grid: Learning rates (strictly increasing, log-scaled axis).
+        clip_grid: Clipping norms (strictly increasing, linear axis).
+        sigma: DP-SGD noise multiplier of every run.
+        epochs: Epochs per run.
+        batch_size: Expected (Poisson) batch size.
+        seeds: Repeats per grid point.
+        score_noise: Std (in accuracy units) of the Gaussian noise a private search adds to each score; folded
+            into the landscape's ``std`` so simulations see the score a private search would see.
+        data_dir: Directory of on-disk datasets (full MNIST, CIFAR-10).
+        data_seed: Seed of the train/validation/test split.
+    """
+
+    dataset: str
+    model: str
+    lr_grid: tuple[float, ...]
+    clip_grid: tuple[float, ...]
+    sigma: float
+    epochs: int
+    batch_size: int
+    seeds: int
+    score_noise: float = 0.0
+    data_dir: str | None = None
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("lr_grid", "clip_grid"):
+            values = tuple(float(v) for v in getattr(self, name))
+            if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+                raise ValueError(f"{name} must hold at least 2 strictly increasing values, got {values!r}")
+            if not all(math.isfinite(v) and v > 0 for v in values):
+                raise ValueError(f"{name} values must be finite and > 0, got {values!r}")
+            object.__setattr__(self, name, values)
+        if not (isinstance(self.seeds, int) and self.seeds >= 1):
+            raise ValueError(f"seeds must be a positive integer, got {self.seeds!r}")
+        if not (math.isfinite(self.score_noise) and self.score_noise >= 0):
+            raise ValueError(f"score_noise must be a finite number >= 0, got {self.score_noise!r}")
+
+    def digest(self) -> str:
+        """A hash of everything that determines the results (a checkpoint is only resumed for the same spec)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.lr_grid), len(self.clip_grid))
+
+
+def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str, Any]:
+    """One training run; returns a JSON-ready record (runs in a worker process)."""
+    from dphypo._threads import limit_torch_threads
+
+    limit_torch_threads()
+    from dphypo.train.data import load_dataset
+    from dphypo.train.objective import DPSGDObjective
+    from dphypo.train.private import DPSGDPlan
+    from dphypo.tuner import DataFailure, Run
+
+    splits = load_dataset(spec.dataset, data_dir=spec.data_dir, seed=spec.data_seed)
+    plan = DPSGDPlan(
+        sigma=spec.sigma,
+        batch_size=spec.batch_size,
+        epochs=spec.epochs,
+        n_train=len(splits.y_train),
+        score_noise=None,
+        n_val=len(splits.y_val),
+    )
+    objective = DPSGDObjective(spec.dataset, spec.model, plan, data_dir=spec.data_dir, data_seed=spec.data_seed)
+    params = {"lr": spec.lr_grid[lr_index], "clip": spec.clip_grid[clip_index]}
+    grid_index = lr_index * len(spec.clip_grid) + clip_index
+    run = Run(number=grid_index, seed=1000 * seed + grid_index, privacy=None, grid_index=grid_index, plan=plan)
+    start = time.perf_counter()
+    try:
+        score, _ = objective(params, run)
+        failed = False
+    except DataFailure:
+        score, failed = FAILED_SCORE, True
+    run.check_budget()
+    return {"lr": lr_index, "clip": clip_index, "seed": seed, "score": float(score), "failed": failed,
+            "seconds": time.perf_counter() - start}
+
+
+def _read_checkpoint(path: Path, digest: str) -> dict[tuple[int, int, int], dict[str, Any]]:
+    done: dict[tuple[int, int, int], dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    with path.open() as fh:
+        header = json.loads(fh.readline() or "{}")
+        if header.get("digest") != digest:
+            raise ValueError(
+                f"checkpoint {path} belongs to a different build (spec digest {header.get('digest')!r}, "
+                f"expected {digest!r}); remove it or change --out"
+            )
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a crash: that job is simply redone
+                continue
+            done[(rec["lr"], rec["clip"], rec["seed"])] = rec
+    return done
+
+
+def build_landscape(
+    spec: BuildSpec,
+    out: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Landscape:
+    """Train every grid point ``spec.seeds`` times and write the landscape to ``out`` (.npz).
+
+    ``std`` of the landscape is ``sqrt(seed_std² + score_noise²)``: the spread across training seeds plus the
+    independent noise of the private score release, i.e. the spread of the score a private search observes.
+
+    Args:
+        spec: What to build.
+        out: Output ``.npz`` path; the checkpoint ``<out>.partial.jsonl`` is kept until the build completes.
+        workers: Processes (default: all cores).
+        progress: Called with (jobs done, jobs total).
+
+    Returns:
+        The landscape (also saved to ``out``).
+    """
+    out = Path(out)
+    checkpoint = out.with_name(out.name + ".partial.jsonl")
+    digest = spec.digest()
+    done = _read_checkpoint(checkpoint, digest)
+    jobs = [
+        (i, j, s) for i in range(len(spec.lr_grid)) for j in range(len(spec.clip_grid)) for s in range(spec.seeds)
+        if (i, j, s) not in done
+    ]
+    total = len(spec.lr_grid) * len(spec.clip_grid) * spec.seeds
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not checkpoint.exists():
+        checkpoint.write_text(json.dumps({"digest": digest, "spec": asdict(spec)}) + "\n")
+    started = time.time()
+    with checkpoint.open("a") as fh:
+        def record(rec: dict[str, Any]) -> None:
+            done[(rec["lr"], rec["clip"], rec["seed"])] = rec
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            if progress is not None:
+                progress(len(done), total)
+
+        if (workers or os.cpu_count() or 1) == 1:
+            for job in jobs:
+                record(_job(spec, *job))
+        else:
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=context) as pool:
+                futures = [pool.submit(_job, spec, *job) for job in jobs]
+                for future in as_completed(futures):
+                    record(future.result())
+    landscape = _tabulate(spec, done, wall_seconds=time.time() - started)
+    save_landscape(landscape, out)
+    checkpoint.unlink()
+    return landscape
+
+
+def _tabulate(spec: BuildSpec, done: dict[tuple[int, int, int], dict[str, Any]], wall_seconds: float) -> Landscape:
+    scores = np.full((*spec.shape, spec.seeds), np.nan)
+    failed = np.zeros(spec.shape, dtype=int)
+    seconds = []
+    for (i, j, s), rec in done.items():
+        scores[i, j, s] = rec["score"]
+        failed[i, j] += bool(rec["failed"])
+        seconds.append(rec["seconds"])
+    if np.isnan(scores).any():
+        raise RuntimeError("landscape build is incomplete; resume it to finish the missing jobs")
+    mean = scores.mean(axis=-1)
+    seed_std = scores.std(axis=-1, ddof=1) if spec.seeds > 1 else np.zeros(spec.shape)
+    std = np.sqrt(seed_std**2 + spec.score_noise**2)
+    metadata = {
+        "dataset": spec.dataset,
+        "model": spec.model,
+        "sigma": spec.sigma,
+        "epochs": spec.epochs,
+        "batch_size": spec.batch_size,
+        "seeds": spec.seeds,
+        "data_seed": spec.data_seed,
+        "score": "validation accuracy (exact), mean over seeds",
+        "std_model": "sqrt(seed_std^2 + score_noise^2)",
+        "score_noise": spec.score_noise,
+        "failed_runs": int(failed.sum()),
+        "failed_score": FAILED_SCORE,
+        "seconds_per_run_mean": float(np.mean(seconds)),
+        "build_wall_seconds_last_session": wall_seconds,
+        "built_by": "dphypo.train.build.build_landscape",
+        "spec_digest": spec.digest(),
+        "seed_std_mean": float(seed_std.mean()),
+    }
+    return Landscape.from_axes(
+        mean, std, {"lr": np.array(spec.lr_grid), "clip": np.array(spec.clip_grid)},
+        {"lr": "log", "clip": "linear"}, direction="maximize", metadata=metadata,
+    )
+
+
+def paper_grid() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The DP-HyPO MNIST grid: 16 learning rates 1e-4..10 (factor 10^{1/3}) × 20 clipping norms 0.3..6."""
+    from dphypo.synthetic import mnist_grid
+
+    axes, _ = mnist_grid()
+    return tuple(axes["lr"].tolist()), tuple(axes["clip"].tolist())
+
+
+def parse_grid(text: str) -> tuple[float, ...]:
+    """``"1e-4:10:16:log"`` (low:high:num:scale) or a comma list ``"0.1,0.5,1"`` → grid values."""
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 4 or parts[3] not in ("log", "linear"):
+            raise ValueError(f"grid must be 'low:high:num:log|linear' or a comma list, got {text!r}")
+        low, high, num = float(parts[0]), float(parts[1]), int(parts[2])
+        values = np.geomspace(low, high, num) if parts[3] == "log" else np.linspace(low, high, num)
+        return tuple(float(f"{v:.12g}") for v in values)
+    return tuple(float(v) for v in text.split(","))

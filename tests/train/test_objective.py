@@ -1,0 +1,157 @@
+"""The DP-SGD objective: real (tiny) trainings on digits, divergence as DataFailure, reproducibility, the Tuner."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from dphypo.privacy import PrivacyConfig, SearchPrivacy, geometric
+from dphypo.space import Grid, SearchSpace
+from dphypo.train.data import load_dataset
+from dphypo.train.objective import DPSGDObjective, TrainedModel, _train, evaluate_accuracy
+from dphypo.train.private import DPSGDPlan
+from dphypo.tuner import DataFailure, Run, Tuner
+
+SPLITS = load_dataset("digits")
+PLAN = DPSGDPlan.from_splits(SPLITS, sigma=1.0, batch_size=64, epochs=2, score_noise=2.0)
+OBJECTIVE = DPSGDObjective(dataset="digits", plan=PLAN, device="cpu")
+GOOD = {"lr": 1.0, "clip": 1.0}
+
+
+def _run(seed: int, plan: DPSGDPlan = PLAN) -> Run:
+    return Run(0, seed, None, 0, plan)
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[float, TrainedModel, Run]:
+    run = _run(7)
+    score, model = OBJECTIVE(GOOD, run)
+    return score, model, run
+
+
+def test_one_dp_sgd_run_scores_and_returns_a_model(trained, tmp_path: Path) -> None:
+    score, model, run = trained
+    # 2 epochs of DP-SGD on digits reach ~0.8-0.9; the score noise (std 2 examples / 359) is tiny
+    assert math.isfinite(score) and 0.6 < score < 1.0
+    run.check_budget()  # the engine's history is within the plan
+    assert run.engines[0].accountant.history == [(1.0, PLAN.sample_rate, PLAN.steps)]
+    assert isinstance(model, TrainedModel) and model.params == GOOD
+    assert not any(k.startswith("_module") for k in model.state_dict)  # unwrapped from Opacus
+    assert all(t.device.type == "cpu" for t in model.state_dict.values())
+    test_acc = model.test_accuracy()
+    assert 0.6 < test_acc <= 1.0
+    weights, sidecar = model.save(tmp_path / "best.pt")
+    assert weights.is_file() and sidecar == tmp_path / "best.json"
+    meta = json.loads(sidecar.read_text())
+    assert meta["model_name"] == "digits-mlp" and meta["params"] == GOOD and meta["dataset"] == "digits"
+    assert TrainedModel.load(weights).test_accuracy(SPLITS) == test_acc
+
+
+def test_score_is_the_noisy_validation_accuracy(trained) -> None:
+    score, model, _ = trained
+    exact = evaluate_accuracy(model.module(), SPLITS.x_val, SPLITS.y_val, "cpu") / len(SPLITS.y_val)
+    assert score != exact  # noise was added ...
+    assert abs(score - exact) < 6 * PLAN.score_noise / PLAN.n_val  # ... of the planned size
+
+
+def test_same_run_seed_gives_identical_score_and_weights(trained) -> None:
+    score, model, _ = trained
+    again, model_again = OBJECTIVE(GOOD, _run(7))
+    assert again == score
+    assert all(torch.equal(model.state_dict[k], model_again.state_dict[k]) for k in model.state_dict)
+    other, _ = OBJECTIVE(GOOD, _run(8))
+    assert other != score
+
+
+def test_divergent_learning_rate_is_a_data_failure() -> None:
+    with pytest.raises(DataFailure, match="non-finite"):
+        OBJECTIVE({"lr": 1e38, "clip": 1.0}, _run(0))
+
+
+def test_nan_in_the_data_is_a_data_failure() -> None:
+    plan = DPSGDPlan(sigma=1.0, batch_size=4, epochs=1, n_train=16, n_val=1)
+    x = torch.ones(16, 1, 8, 8)
+    x[3, 0, 2, 2] = math.nan
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    loader = DataLoader(TensorDataset(x, torch.zeros(16, dtype=torch.long)), batch_size=4)
+    wrapped, optimizer, dp_loader = _run(0, plan).make_private(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
+    )
+    with pytest.raises(DataFailure):
+        _train(wrapped, optimizer, dp_loader, 3, torch.device("cpu"))
+
+
+def test_empty_poisson_batches_are_not_failures() -> None:
+    """q = 1/5 on 5 examples: about a third of the batches are empty; they take a noise-only step."""
+    plan = DPSGDPlan(sigma=1.0, batch_size=1, epochs=4, n_train=5, n_val=1)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    g = torch.Generator().manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.rand(5, 1, 8, 8, generator=g), torch.arange(5)), batch_size=1)
+    run = _run(3, plan)
+    wrapped, optimizer, dp_loader = run.make_private(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
+    )
+    sizes = [len(y) for _ in range(plan.epochs) for _, y in dp_loader]
+    assert 0 in sizes  # the setting does produce empty batches (seeded, so this is deterministic)
+    _train(wrapped, optimizer, dp_loader, plan.epochs, torch.device("cpu"))
+    assert all(torch.isfinite(p).all() for p in wrapped.parameters())
+    assert run.engines[0].accountant.history == [(1.0, plan.sample_rate, plan.steps)]
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [({"lr": 1.0}, "missing clip"), ({"lr": 1.0, "clip": 1.0, "batch_size": 32}, "batch_size"),
+     ({"lr": -1.0, "clip": 1.0}, r"params\['lr'\]"), ({"lr": 1.0, "clip": math.nan}, r"params\['clip'\]")],
+)
+def test_hyperparameters_are_validated(params: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        OBJECTIVE(params, _run(0))
+
+
+def test_configuration_errors() -> None:
+    wrong_sizes = DPSGDPlan(sigma=1.0, batch_size=64, epochs=1, n_train=1000, n_val=359)
+    with pytest.raises(ValueError, match="from_splits"):
+        DPSGDObjective(dataset="digits", plan=wrong_sizes)(GOOD, _run(0, wrong_sizes))
+    with pytest.raises(ValueError, match="same DPSGDPlan"):
+        OBJECTIVE(GOOD, _run(0, wrong_sizes))
+    with pytest.raises(ValueError, match="takes inputs"):
+        DPSGDObjective(dataset="digits", model="mnist-cnn", plan=PLAN)
+    with pytest.raises(ValueError, match="optimizer"):
+        DPSGDObjective(dataset="digits", plan=PLAN, optimizer="lbfgs")
+    with pytest.raises(TypeError, match="plan"):
+        DPSGDObjective(dataset="digits", plan=None)  # type: ignore[arg-type]
+    assert DPSGDObjective(dataset="mnist-subset", plan=PLAN).model == "mnist-cnn"
+
+
+def test_objective_pickles_for_process_pools() -> None:
+    clone = pickle.loads(pickle.dumps(OBJECTIVE))
+    assert clone == OBJECTIVE
+
+
+def test_adam_variant_trains() -> None:
+    objective = DPSGDObjective(dataset="digits", plan=PLAN, optimizer="adam", device="cpu")
+    score, _ = objective({"lr": 0.01, "clip": 1.0}, _run(1))
+    assert 0.5 < score < 1.0
+
+
+def test_end_to_end_private_search_on_digits() -> None:
+    space = SearchSpace({"lr": Grid((0.5, 2.0), scale="log"), "clip": Grid((0.5, 1.0))})
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.5), C=2.0, c=0.5), PLAN.rdp(), 1e-5)
+    result = Tuner(OBJECTIVE, space, privacy, plan=PLAN, seed=0).run()
+    release, history = result.release, result.history
+    assert history.run_count == len(history.trials) >= 1
+    assert isinstance(release.artifact, TrainedModel)
+    best = history.trials[history.best_number]
+    assert release.score == best.score == max(t.score for t in history.trials)
+    assert release.params == best.params == release.artifact.params
+    assert math.isfinite(release.epsilon) and release.epsilon > 0
+    assert release.epsilon > privacy.account().base_epsilon  # repetition + adaptivity cost something
+    assert 0.5 < release.artifact.test_accuracy() <= 1.0
+    assert np.isfinite([t.score for t in history.trials]).all()
