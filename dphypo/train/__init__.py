@@ -9,7 +9,7 @@ Typical use::
 
     splits = load_dataset("digits")
     plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=64, epochs=10, score_noise=5.0)
-    objective = DPSGDObjective(dataset="digits", plan=plan)
+    objective = DPSGDObjective("digits", "digits-mlp", plan)
     privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), C=2.0, c=0.75), plan.rdp(), 1e-5)
     result = Tuner(objective, space, privacy, plan=plan, seed=0).run()
 """

@@ -1,6 +1,6 @@
 """The default candidate of a private search: one DP-SGD training run scored by a privatised validation accuracy.
 
-``DPSGDObjective(dataset=..., plan=...)(params, run)`` trains the model with Opacus under ``run.plan`` using the
+``DPSGDObjective(dataset, model, plan)(params, run)`` trains the model with Opacus under ``run.plan`` using the
 hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
 the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
 :class:`~dphypo.tuner.DataFailure`, so it scores worst and is not retried (privacy rule 5).
@@ -187,15 +187,16 @@ def _resolve_device(device: str | None) -> torch.device:
     return torch.device(device)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class DPSGDObjective:
     """One DP-SGD training run per candidate (picklable, so it can be shipped to worker processes).
 
     Args:
         dataset: One of :data:`~dphypo.train.data.DATASETS`.
-        plan: The DP-SGD plan; its ``n_train`` / ``n_val`` must be the split sizes
+        model: One of :data:`~dphypo.train.models.MODELS`; ``None`` picks
+            :func:`~dphypo.train.models.default_model`.
+        plan: The DP-SGD plan; its ``n_train`` (and ``n_val``, when set) must be the split sizes
             (use :meth:`DPSGDPlan.from_splits`). The Tuner needs the same plan (``Tuner(..., plan=plan)``).
-        model: One of :data:`~dphypo.train.models.MODELS` (default :func:`~dphypo.train.models.default_model`).
         data_dir: Directory with the full datasets (see :func:`~dphypo.train.data.load_dataset`).
         data_seed: Seed of the train/validation/test split (public; fixed across the search).
         device: ``"cpu"``, ``"cuda"``, ... (default CUDA if available, else CPU).
@@ -209,8 +210,8 @@ class DPSGDObjective:
     """
 
     dataset: str
+    model: str | None
     plan: DPSGDPlan
-    model: str | None = None
     data_dir: str | None = None
     data_seed: int = 0
     device: str | None = None
@@ -274,7 +275,11 @@ class DPSGDObjective:
         _train(wrapped, optimizer, dp_loader, self.plan.epochs, device)
         trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
         correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
-        score = private_accuracy(correct, self.plan, np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM)))
+        if self.plan.n_val is None:  # score not privatised (public validation data): exact accuracy
+            score = correct / len(splits.y_val)
+        else:
+            rng = np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM))
+            score = private_accuracy(correct, self.plan, rng)
         artifact = TrainedModel(
             state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
             model_name=str(self.model),
@@ -290,7 +295,8 @@ class DPSGDObjective:
 
     def _check_sizes(self, splits: Splits) -> None:
         sizes = (len(splits.y_train), len(splits.y_val))
-        if sizes != (self.plan.n_train, self.plan.n_val):
+        n_val = sizes[1] if self.plan.n_val is None else self.plan.n_val
+        if sizes != (self.plan.n_train, n_val):
             raise ValueError(
                 f"plan.n_train/n_val must be the split sizes {sizes}, got ({self.plan.n_train}, {self.plan.n_val}); "
                 "build the plan with DPSGDPlan.from_splits(objective.splits(), ...)"

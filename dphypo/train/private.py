@@ -68,7 +68,8 @@ class DPSGDPlan:
         epochs: Passes over the training split ≥ 1.
         n_train: Training-set size ≥ 1.
         n_val: Nominal validation-set size ≥ 1, the public denominator that turns the noisy count of correct
-            validation predictions into an accuracy.
+            validation predictions into an accuracy. Required with ``score_noise``; ``None`` otherwise allowed
+            (the objective then divides by the actual validation size: the score is not private anyway).
         score_noise: Standard deviation (in examples) of the Gaussian noise added to the count of correct
             validation predictions; the count has sensitivity 1 under add/remove-one. ``None`` means the score
             is *not* privatised: only valid when the validation data is public (not part of the protected
@@ -79,21 +80,25 @@ class DPSGDPlan:
     batch_size: int
     epochs: int
     n_train: int
-    n_val: int
+    n_val: int | None = None
     score_noise: float | None = None
 
     def __post_init__(self) -> None:
         if not (_is_real(self.sigma) and self.sigma > 0):
             raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        if self.score_noise is not None and not (_is_real(self.score_noise) and self.score_noise > 0):
+            raise ValueError(f"score_noise must be a finite number > 0 or None, got {self.score_noise!r}")
+        if self.score_noise is not None and self.n_val is None:
+            raise ValueError("n_val must be given when score_noise is (it turns the noisy count into an accuracy)")
         for name in ("batch_size", "epochs", "n_train", "n_val"):
             value = getattr(self, name)
+            if name == "n_val" and value is None:
+                continue
             if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
             object.__setattr__(self, name, int(value))
         if self.batch_size > self.n_train:
             raise ValueError(f"batch_size must be <= n_train={self.n_train}, got {self.batch_size!r}")
-        if self.score_noise is not None and not (_is_real(self.score_noise) and self.score_noise > 0):
-            raise ValueError(f"score_noise must be a finite number > 0 or None, got {self.score_noise!r}")
         object.__setattr__(self, "sigma", float(self.sigma))
         if self.score_noise is not None:
             object.__setattr__(self, "score_noise", float(self.score_noise))
@@ -310,6 +315,8 @@ def private_accuracy(correct: int, plan: DPSGDPlan, rng: np.random.Generator, *,
     """
     if not (isinstance(correct, numbers.Integral) and correct >= 0):
         raise ValueError(f"correct must be a non-negative integer, got {correct!r}")
+    if plan.n_val is None:
+        raise ValueError("plan.n_val must be set to turn a count into an accuracy")
     noisy = float(correct) if plan.score_noise is None else float(correct) + rng.normal(0.0, plan.score_noise)
     accuracy = noisy / plan.n_val
     return min(max(accuracy, 0.0), 1.0) if clip else accuracy

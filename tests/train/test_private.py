@@ -156,6 +156,14 @@ def test_plan_validation_names_the_field(field: str, value: object) -> None:
         _plan(**{field: value})
 
 
+def test_n_val_is_needed_only_with_score_noise() -> None:
+    with pytest.raises(ValueError, match="n_val must be given when score_noise"):
+        _plan(n_val=None, score_noise=1.0)
+    plan = _plan(n_val=None)
+    with pytest.raises(ValueError, match="n_val"):
+        private_accuracy(3, plan, np.random.default_rng(0))
+
+
 def test_private_accuracy_statistics() -> None:
     plan = _plan(n_val=200, score_noise=5.0)
     rng = np.random.default_rng(0)
