@@ -99,7 +99,7 @@ def run_tune(**opts: Any) -> None:
         "strategy": o["strategy"] + ("" if o["strategy"] == "uniform" else f" (τ={o['tau']:g}, β={o['beta']:g})"),
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
-        "released score (private val. acc.)": _fmt(release.score) if release.score is not None else "-",
+        "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
         "test accuracy of released model": "-" if test_accuracy is None else f"{test_accuracy:.4f}",
         "σ (noise multiplier)": f"{release.plan.sigma:.4g}",
         "saved model": str(model_path) if model_path else "- (no run: T = 0)",
