@@ -335,6 +335,10 @@ def save_landscape(landscape: Landscape, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             np.savez(handle, **arrays)  # type: ignore[arg-type]
+        # mkstemp creates the file 0600; give it the permissions a normally created file would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -190,6 +190,13 @@ class GPUCB:
     * ``"range"``: s mapped affinely onto [0, 1] over the grid, so β is the log-ratio of the largest to the
       smallest density-to-prior ratio before projection.
 
+    Default ``scale="standardized", beta=1``: in ``benchmarks/sampler.py`` (T=20, C=2, c=0.75, synthetic
+    accuracy bump on the 320-point MNIST grid, noise 0.02, 200 repeats) it gave the best true value of the
+    released point, 0.822 ± 0.016 vs 0.773 ± 0.020 for uniform search, while the paper's raw β=1 gave
+    0.781 ± 0.020 (its softmax is nearly flat, so the search is nearly uniform). Standardised β ∈ [0.5, 2]
+    and range β=3 were within noise of it. Too peaked a softmax is worse, not better: the Euclidean
+    projection of a near-point-mass pins a few points at C·π0 and spreads the rest almost evenly.
+
     Attributes:
         tau: UCB exploration weight τ ≥ 0 (the paper uses 0.1). BoTorch's ``UpperConfidenceBound(beta=b)``
             is μ + √b·σ, i.e. τ = √b.
@@ -228,12 +235,13 @@ class GPUCB:
         """
         _check_direction(direction)
         _check_seed(seed)
+        # Import BoTorch now, so a broken install fails here instead of as a silent fallback on every step.
+        import dphypo.surrogate  # noqa: F401
+
         prior = _checked_prior(space)
         coords = np.asarray(space.unit_coordinates, dtype=np.float64)
         if coords.ndim != 2 or coords.shape[0] != prior.size:
-            raise ValueError(
-                f"space.unit_coordinates must have shape ({prior.size}, d), got {coords.shape!r}"
-            )
+            raise ValueError(f"space.unit_coordinates must have shape ({prior.size}, d), got {coords.shape!r}")
         return GPUCBSession(self, coords, prior, direction, seed)
 
 
@@ -334,12 +342,10 @@ class GPUCBSession:
         if failed <= self._failed_runs_reported:
             return
         bad = [i for i, (_, score) in enumerate(observations) if not np.isfinite(score)]
-        for position in bad[self._failed_runs_reported :]:
-            index = int(observations[position][0])
-            self._events.append(
-                StrategyEvent(step, "failed-run", f"run {position} (grid index {index}) scored "
-                              f"{observations[position][1]!r}; treated as the worst finite score")
-            )
+        for i in bad[self._failed_runs_reported :]:
+            index, score = observations[i]
+            message = f"run {i} (grid index {index}) scored {score!r}; treated as the worst finite score"
+            self._events.append(StrategyEvent(step, "failed-run", message))
         self._failed_runs_reported = failed
 
 
