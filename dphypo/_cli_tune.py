@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dphypo._cli_common import _fmt, _report_table
+from dphypo._cli_common import _report_table
 
 #: Total ε of the default search.
 DEFAULT_EPSILON = 8.0
@@ -47,9 +47,6 @@ def run_tune(**opts: Any) -> None:
     model = o["model"] or default_model(o["dataset"])
     count_noise = o["score_noise"] * n_val if o["score_noise"] > 0 else None
 
-    def objective_for(plan: Any) -> DPSGDObjective:
-        return DPSGDObjective(o["dataset"], model, plan, data_dir=o["data_dir"])
-
     console = Console(stderr=True)
     started = time.perf_counter()
     columns = (SpinnerColumn(), TextColumn("runs completed: {task.completed}"), TimeElapsedColumn())
@@ -57,7 +54,7 @@ def run_tune(**opts: Any) -> None:
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("search", total=None)
         result = tune(
-            _LazyObjective(objective_for),
+            DPSGDObjective(o["dataset"], model, data_dir=o["data_dir"]),  # trains under run.plan
             space,
             n_train=n_train,
             batch_size=o["batch_size"],
@@ -111,19 +108,6 @@ def run_tune(**opts: Any) -> None:
     )
     if o["show_trials"]:
         _print_trials(out, result.history)
-
-
-class _LazyObjective:
-    """Builds the DP-SGD objective once the plan (with the calibrated σ) is known: ``run.plan``."""
-
-    def __init__(self, factory: Any) -> None:
-        self.factory = factory
-        self._cache: dict[Any, Any] = {}
-
-    def __call__(self, params: dict[str, Any], run: Any) -> Any:
-        if run.plan not in self._cache:
-            self._cache[run.plan] = self.factory(run.plan)
-        return self._cache[run.plan](params, run)
 
 
 def _release_payload(release: Any, o: dict[str, Any], model: str, test_accuracy: float | None,

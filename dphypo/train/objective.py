@@ -197,6 +197,8 @@ class DPSGDObjective:
             :func:`~dphypo.train.models.default_model`.
         plan: The DP-SGD plan; its ``n_train`` (and ``n_val``, when set) must be the split sizes
             (use :meth:`DPSGDPlan.from_splits`). The Tuner needs the same plan (``Tuner(..., plan=plan)``).
+            ``None``: use the plan the search hands every run (``run.plan``), e.g. the one :func:`dphypo.tune`
+            calibrates.
         data_dir: Directory with the full datasets (see :func:`~dphypo.train.data.load_dataset`).
         data_seed: Seed of the train/validation/test split (public; fixed across the search).
         device: ``"cpu"``, ``"cuda"``, ... (default CUDA if available, else CPU).
@@ -210,8 +212,8 @@ class DPSGDObjective:
     """
 
     dataset: str
-    model: str | None
-    plan: DPSGDPlan
+    model: str | None = None
+    plan: DPSGDPlan | None = None
     data_dir: str | None = None
     data_seed: int = 0
     device: str | None = None
@@ -231,8 +233,8 @@ class DPSGDObjective:
                 f"model {self.model!r} takes inputs {MODEL_INPUT_SHAPES[self.model]} but dataset {self.dataset!r} "
                 f"has {DATASET_INPUT_SHAPES[self.dataset]}"
             )
-        if not isinstance(self.plan, DPSGDPlan):
-            raise TypeError(f"plan must be a DPSGDPlan, got {self.plan!r}")
+        if self.plan is not None and not isinstance(self.plan, DPSGDPlan):
+            raise TypeError(f"plan must be a DPSGDPlan or None, got {self.plan!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {self.optimizer!r}")
         if not (isinstance(self.data_seed, numbers.Integral) and self.data_seed >= 0):
@@ -258,28 +260,31 @@ class DPSGDObjective:
             ValueError: Missing/unknown/invalid hyperparameters, or a plan whose sizes do not match the splits.
         """
         lr, clip = _hyperparameters(params)
-        if run.plan != self.plan:
+        if self.plan is not None and run.plan != self.plan:
             raise ValueError("run.plan must be the objective's plan: pass the same DPSGDPlan to the Tuner (plan=)")
+        plan = run.plan
+        if not isinstance(plan, DPSGDPlan):
+            raise ValueError("the run has no DPSGDPlan: pass plan= to the Tuner (dphypo.tune does it for you)")
         splits = self.splits()
-        self._check_sizes(splits)
+        self._check_sizes(splits, plan)
         device = _resolve_device(self.device)
         model = make_model(self.model, num_classes=splits.num_classes, seed=run_stream_seed(run.seed, INIT_STREAM))
         model = model.to(device)
         optimizer = (torch.optim.SGD if self.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
         loader = DataLoader(
             TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train)),
-            batch_size=self.plan.batch_size,
+            batch_size=plan.batch_size,
             generator=torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM)),
         )
         wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=clip)
-        _train(wrapped, optimizer, dp_loader, self.plan.epochs, device)
+        _train(wrapped, optimizer, dp_loader, plan.epochs, device)
         trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
         correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
-        if self.plan.n_val is None:  # score not privatised (public validation data): exact accuracy
+        if plan.n_val is None:  # score not privatised (public validation data): exact accuracy
             score = correct / len(splits.y_val)
         else:
             rng = np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM))
-            score = private_accuracy(correct, self.plan, rng)
+            score = private_accuracy(correct, plan, rng)
         artifact = TrainedModel(
             state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
             model_name=str(self.model),
@@ -293,12 +298,12 @@ class DPSGDObjective:
         )
         return score, artifact
 
-    def _check_sizes(self, splits: Splits) -> None:
+    def _check_sizes(self, splits: Splits, plan: DPSGDPlan) -> None:
         sizes = (len(splits.y_train), len(splits.y_val))
-        n_val = sizes[1] if self.plan.n_val is None else self.plan.n_val
-        if sizes != (self.plan.n_train, n_val):
+        n_val = sizes[1] if plan.n_val is None else plan.n_val
+        if sizes != (plan.n_train, n_val):
             raise ValueError(
-                f"plan.n_train/n_val must be the split sizes {sizes}, got ({self.plan.n_train}, {self.plan.n_val}); "
+                f"plan.n_train/n_val must be the split sizes {sizes}, got ({plan.n_train}, {plan.n_val}); "
                 "build the plan with DPSGDPlan.from_splits(objective.splits(), ...)"
             )
 

@@ -132,8 +132,15 @@ def test_configuration_errors() -> None:
     with pytest.raises(ValueError, match="optimizer"):
         DPSGDObjective("digits", None, PLAN, optimizer="lbfgs")
     with pytest.raises(TypeError, match="plan"):
-        DPSGDObjective("digits", None, None)  # type: ignore[arg-type]
+        DPSGDObjective("digits", None, "plan")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no DPSGDPlan"):
+        DPSGDObjective("digits")(GOOD, _run(0, None))
     assert DPSGDObjective("mnist-subset", None, PLAN).model == "mnist-cnn"
+
+
+def test_objective_without_a_plan_trains_under_the_runs_plan() -> None:
+    score, model = DPSGDObjective("digits")(GOOD, _run(0, PLAN))
+    assert 0.0 <= score <= 1.0 and model.params == GOOD
 
 
 def test_objective_pickles_for_process_pools() -> None:
