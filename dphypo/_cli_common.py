@@ -26,12 +26,8 @@ RunsOpt = Annotated[
     typer.Option("--runs", help=f"Distribution of the number of runs T: {', '.join(RUN_COUNT_FAMILIES)}."),
 ]
 ThetaOpt = Annotated[float | None, typer.Option("--theta", help="Shape θ > -1 (negbin only).")]
-GammaOpt = Annotated[
-    float | None, typer.Option("--gamma", help="γ ∈ (0,1) of the TNB family (or give --mean).")
-]
-MeanOpt = Annotated[
-    float | None, typer.Option("--mean", help="E[T] (TNB family: instead of --gamma; poisson).")
-]
+GammaOpt = Annotated[float | None, typer.Option("--gamma", help="γ ∈ (0,1) of the TNB family (or give --mean).")]
+MeanOpt = Annotated[float | None, typer.Option("--mean", help="E[T] (TNB family: instead of --gamma; poisson).")]
 UpperOpt = Annotated[float, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 (C = c = 1: uniform).")]
 LowerOpt = Annotated[float, typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1].")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
@@ -75,3 +71,20 @@ def _emit(payload: dict[str, Any], table: Table, as_json: bool) -> None:
         typer.echo(json.dumps(payload, sort_keys=True))
     else:
         Console().print(table)
+
+
+# Options shared by the training commands (tune, landscape build).
+DatasetOpt = Annotated[
+    str, typer.Option("--dataset", help="digits (embedded), mnist-subset, mnist, fashion-mnist, cifar10.")
+]
+DataDirOpt = Annotated[
+    str | None, typer.Option("--data-dir", help="Where full datasets live on disk (never downloaded).")
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")]
+LrGridOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lr-grid", help="Learning rates, low:high:num:log|linear or a list (default: the paper's 1e-4:10:16:log)."
+    ),
+]
+ClipGridOpt = Annotated[str | None, typer.Option("--clip-grid", help="Clipping norms (default: 0.3:6:20:linear).")]

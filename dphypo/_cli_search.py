@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from dphypo._cli_common import JsonOpt, LowerOpt, UpperOpt, _emit, app
+from dphypo._cli_common import (
+    ClipGridOpt,
+    DataDirOpt,
+    DatasetOpt,
+    JsonOpt,
+    LowerOpt,
+    LrGridOpt,
+    ModelOpt,
+    UpperOpt,
+    _emit,
+    app,
+)
 
 
 def _strategy(name: str, tau: float, beta: float, scale: str):
@@ -68,21 +79,13 @@ def simulate_command(
     _emit(payload, table, as_json)
 
 
-GridOpt = Annotated[
-    str | None,
-    typer.Option(help="Grid as low:high:num:log|linear or a comma list (default: the paper's MNIST grid)."),
-]
-
-
 @app.command("tune")
 def tune_command(
-    dataset: Annotated[str, typer.Option("--dataset", help="digits (embedded), mnist-subset, mnist, ...")] = "digits",
-    data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where full datasets live on disk.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")] = None,
-    lr_grid: Annotated[str | None, typer.Option("--lr-grid", help="Learning rates (default 1e-4:10:16:log).")] = None,
-    clip_grid: Annotated[
-        str | None, typer.Option("--clip-grid", help="Clipping norms (default 0.3:6:20:linear).")
-    ] = None,
+    dataset: DatasetOpt = "digits",
+    data_dir: DataDirOpt = None,
+    model: ModelOpt = None,
+    lr_grid: LrGridOpt = None,
+    clip_grid: ClipGridOpt = None,
     strategy: Annotated[str, typer.Option("--strategy", help="gp (DP-HyPO) or uniform.")] = "gp",
     runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
@@ -116,13 +119,11 @@ def tune_command(
 @app.command("landscape")
 def landscape_command(
     action: Annotated[str, typer.Argument(help="build")],
-    dataset: Annotated[str, typer.Option("--dataset", help="digits, mnist-subset, mnist, ...")] = "digits",
-    data_dir: Annotated[str | None, typer.Option("--data-dir", help="Where full datasets live on disk.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")] = None,
-    lr_grid: Annotated[str | None, typer.Option("--lr-grid", help="Learning rates (default 1e-4:10:16:log).")] = None,
-    clip_grid: Annotated[
-        str | None, typer.Option("--clip-grid", help="Clipping norms (default 0.3:6:20:linear).")
-    ] = None,
+    dataset: DatasetOpt = "digits",
+    data_dir: DataDirOpt = None,
+    model: ModelOpt = None,
+    lr_grid: LrGridOpt = None,
+    clip_grid: ClipGridOpt = None,
     sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run.")] = 1.0,
     epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run.")] = 10,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size.")] = 64,
