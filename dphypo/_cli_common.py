@@ -33,8 +33,14 @@ LowerOpt = Annotated[float, typer.Option("--c", help="Lower density-ratio bound 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 
 
-def _search(runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float, c: float):
-    return SearchPrivacy(make_run_count(runs, theta=theta, gamma=gamma, mean=mean), C, c)
+MaxRunsOpt = Annotated[int | None, typer.Option("--max-runs", help="n of binomial runs, T ~ Bin(n, mean/n).")]
+
+
+def _search(
+    runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float, c: float,
+    max_runs: int | None = None,
+) -> SearchPrivacy:
+    return SearchPrivacy(make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs), C, c)
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -61,6 +67,10 @@ def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | Non
     table.add_row("run count T", f"{dist}; E[T] = {_fmt(report.expected_runs)}")
     table.add_row("density bounds", f"C = {_fmt(report.search.C)}, c = {_fmt(report.search.c)}")
     table.add_row("orders (α, α̂)", f"{_fmt(report.order)}, {_fmt(report.order_hat)}")
+    if len(report.methods) > 1:
+        for name, eps in sorted(report.methods.items(), key=lambda kv: kv[1]):
+            table.add_row(f"  ε by {name}", _fmt(eps) + ("  ← used (smallest valid bound)" if name == report.method
+                                                          else ""))
     table.add_row("theorem", report.theorem)
     table.add_row("per-run mechanism", report.base_label)
     return table

@@ -10,6 +10,7 @@ from dphypo._cli_common import (
     GammaOpt,
     JsonOpt,
     LowerOpt,
+    MaxRunsOpt,
     MeanOpt,
     RunsOpt,
     ThetaOpt,
@@ -20,6 +21,7 @@ from dphypo._cli_common import (
     app,
 )
 from dphypo.privacy import account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp, pure_dp_rdp
+from dphypo.privacy.profiles import dpsgd_profile
 
 
 @app.command("account")
@@ -39,13 +41,14 @@ def account_command(
     mean: MeanOpt = None,
     C: UpperOpt = 1.0,
     c: LowerOpt = 1.0,
+    max_runs: MaxRunsOpt = None,
     delta: Annotated[
         float | None, typer.Option("--delta", help="δ ∈ (0,1) (default 1e-5; pure mode: 0 unless given).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Total (ε, δ) of a private hyperparameter search, with its breakdown."""
-    search = _search(runs, theta, gamma, mean, C, c)
+    """Total (ε, δ) of a private hyperparameter search, with its breakdown (the smallest valid bound)."""
+    search = _search(runs, theta, gamma, mean, C, c, max_runs)
     if pure_epsilon is not None:
         if any(v is not None for v in (sigma, sample_rate, steps)):
             raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps")
@@ -62,7 +65,10 @@ def account_command(
         ]
         if missing:
             raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
-        report = account(dpsgd_rdp(sigma, sample_rate, steps), search, 1e-5 if delta is None else delta)
+        # The DP-SGD run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a
+        # uniform search; the report uses the smallest valid bound.
+        report = account(dpsgd_rdp(sigma, sample_rate, steps), search, 1e-5 if delta is None else delta,
+                         profile=dpsgd_profile(sigma, sample_rate, steps))
     _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
 
 
@@ -78,10 +84,11 @@ def calibrate_command(
     mean: MeanOpt = None,
     C: UpperOpt = 1.0,
     c: LowerOpt = 1.0,
+    max_runs: MaxRunsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ)."""
-    search = _search(runs, theta, gamma, mean, C, c)
+    search = _search(runs, theta, gamma, mean, C, c, max_runs)
     result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search)
     payload = {
         **result.report.to_dict(),

@@ -50,6 +50,10 @@ def simulate_command(
     ] = "standardized",
     seed: Annotated[int, typer.Option("--seed", help="Study seed.")] = 0,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="batched (one batched GP per step across repeats) or sequential.")
+    ] = "batched",
+    batch: Annotated[int, typer.Option("--batch", help="Batched engine: searches per batched GP.")] = 256,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare strategies by simulated searches on a landscape: mean true value of the released λ."""
@@ -58,7 +62,8 @@ def simulate_command(
 
     land = resolve_landscape(landscape)
     strategies = [_strategy(name, tau, beta, scale) for name in strategy]
-    results = simulate(land, strategies, repeats=repeats, T=fixed_T, C=C, c=c, seed=seed, workers=workers)
+    results = simulate(land, strategies, repeats=repeats, T=fixed_T, C=C, c=c, seed=seed, workers=workers,
+                       engine=engine, batch=batch)  # type: ignore[arg-type]
     payload = {
         "landscape": landscape,
         "direction": land.direction,
@@ -69,6 +74,7 @@ def simulate_command(
         "beta": beta,
         "scale": scale,
         "seed": seed,
+        "engine": engine,
         "results": [r.to_dict() for r in results],
     }
     table = Table(title=f"Simulated searches on {landscape} (best value {land.best_value:.4f}, {land.direction})")

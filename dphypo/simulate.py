@@ -1,11 +1,16 @@
 """Semi-real simulation of private searches on landscapes (cached mean/std of a score over a grid).
 
-A visit to grid point λ returns q ~ N(mean_λ, std_λ); a search is judged by the *true* value mean_λ of the λ it
-releases (DP-HyPO §4.2). Each repeat runs the same Framework-1 loop as :class:`~dphypo.tuner.Tuner`
+A visit to grid point λ returns q ~ N(mean_λ, std_λ); a search is judged by the *true* value mean_λ of the λ
+it releases (DP-HyPO §4.2). Each repeat runs the same Framework-1 loop as :class:`~dphypo.tuner.Tuner`
 (:func:`~dphypo.tuner.run_loop`), so every density is projected exactly as in a real search.
 
 Repeats are independent; repeat r of every strategy uses the same random streams for the landscape noise and
 for T (common random numbers), which makes strategy differences less noisy without biasing either arm.
+
+Two engines run the same searches: ``"sequential"`` runs each repeat through :func:`~dphypo.tuner.run_loop` in
+a process pool; ``"batched"`` (:mod:`dphypo._batched`) advances all repeats that share T together — one
+batched GP fit per step across them — and releases, repeat by repeat, the same λ up to floating-point
+round-off in the GP fit, much faster.
 """
 
 from __future__ import annotations
@@ -16,19 +21,21 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import stats
 
+from dphypo._batched import NOISE, RUN_COUNT, SAMPLING, STRATEGY, repeat_streams, simulate_batched
 from dphypo.landscapes import Landscape
 from dphypo.privacy import RunCountDistribution
 from dphypo.strategies import Strategy
-from dphypo.tuner import best_trial, run_loop
+from dphypo.tuner import Trial, best_trial, run_loop
 
-__all__ = ["ArmResult", "mean_ci95", "simulate", "simulate_once"]
+__all__ = ["ENGINES", "ArmResult", "Engine", "mean_ci95", "simulate", "simulate_once"]
 
-# Stream ids inside a repeat's SeedSequence.
-_NOISE, _T, _SAMPLING, _STRATEGY = range(4)
+Engine = Literal["sequential", "batched"]
+ENGINES: tuple[str, ...] = ("sequential", "batched")
 
 
 @dataclass(frozen=True)
@@ -101,14 +108,33 @@ def simulate_once(
     Returns:
         mean_λ of the released λ.
     """
+    trials = _sequential_trials(
+        landscape, strategy, T=T, run_count=run_count, C=C, c=c, seed=seed, repeat=repeat
+    )
+    best = best_trial(trials, landscape.direction)  # type: ignore[arg-type]
+    return landscape.worst_value if best is None else landscape.true_value(trials[best].grid_index)
+
+
+def _sequential_trials(
+    landscape: Landscape,
+    strategy: Strategy,
+    *,
+    T: int | None,
+    run_count: RunCountDistribution | None,
+    C: float,
+    c: float,
+    seed: int,
+    repeat: int,
+) -> list[Trial]:
+    """Every run of one simulated search through :func:`~dphypo.tuner.run_loop` (curator-only detail)."""
     if (T is None) == (run_count is None):
         raise ValueError("give exactly one of T (fixed) or run_count (random)")
-    streams = [np.random.SeedSequence(seed, spawn_key=(repeat, k)) for k in range(4)]
+    streams = repeat_streams(seed, repeat)
     if T is None:
-        T = run_count.sample(np.random.default_rng(streams[_T]))  # type: ignore[union-attr]
+        T = run_count.sample(np.random.default_rng(streams[RUN_COUNT]))  # type: ignore[union-attr]
     elif not (isinstance(T, (int, np.integer)) and T >= 1):
         raise ValueError(f"T must be a positive integer, got {T!r}")
-    noise = np.random.default_rng(streams[_NOISE])
+    noise = np.random.default_rng(streams[NOISE])
     space = landscape.space
 
     def objective(params: dict, run: object) -> float:
@@ -121,12 +147,11 @@ def simulate_once(
         strategy,
         landscape.direction,  # type: ignore[arg-type]
         int(T),
-        sampling_rng=np.random.default_rng(streams[_SAMPLING]),
-        strategy_seed=int(streams[_STRATEGY].generate_state(1)[0]),
+        sampling_rng=np.random.default_rng(streams[SAMPLING]),
+        strategy_seed=int(streams[STRATEGY].generate_state(1)[0]),
         run_seed=lambda j: j,
     )
-    best = best_trial(trials, landscape.direction)  # type: ignore[arg-type]
-    return landscape.worst_value if best is None else landscape.true_value(trials[best].grid_index)
+    return trials
 
 
 def _one(args: tuple) -> float:
@@ -149,6 +174,8 @@ def simulate(
     c: float = 1.0,
     seed: int = 0,
     workers: int | None = None,
+    engine: Engine = "sequential",
+    batch: int = 256,
 ) -> list[ArmResult]:
     """Many independent simulated searches per strategy.
 
@@ -162,25 +189,43 @@ def simulate(
         c: Lower density-ratio bound.
         seed: Study seed.
         workers: Processes (default: all cores, one torch thread each); 1 runs in this process.
+        engine: ``"sequential"`` (one :func:`simulate_once` per repeat) or ``"batched"`` (repeats sharing T
+            run together; :class:`~dphypo.strategies.Uniform` and :class:`~dphypo.strategies.GPUCB` only).
+            Both release the same λ per repeat, up to round-off in the GP fit.
+        batch: Batched engine only: GP searches fitted together, ≥ 1 (a few hundred amortise the per-step
+            cost).
 
     Returns:
         One :class:`ArmResult` per strategy.
     """
     if not (isinstance(repeats, int) and repeats >= 1):
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     workers = workers or os.cpu_count() or 1
     kwargs = dict(T=T, run_count=run_count, C=C, c=c, seed=seed)
     results = []
     for strategy in strategies:
-        jobs = [(landscape, strategy, kwargs, r) for r in range(repeats)]
-        if workers == 1:
-            values = np.array([_one(job) for job in jobs])
+        if engine == "batched":
+            values = simulate_batched(
+                landscape, strategy, repeats=repeats, batch=batch, workers=workers, **kwargs
+            )
         else:
-            # spawn, not fork: the parent may hold torch/OpenMP state that a forked child must not inherit
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                values = np.array(list(pool.map(_one, jobs, chunksize=max(1, repeats // (4 * workers)))))
+            values = _simulate_sequential(landscape, strategy, repeats, kwargs, workers)
         mean, ci = mean_ci95(values)
         description = None if run_count is None else repr(run_count)
         results.append(ArmResult(strategy.name, T, description, mean, ci, repeats, values))
     return results
+
+
+def _simulate_sequential(
+    landscape: Landscape, strategy: Strategy, repeats: int, kwargs: dict, workers: int
+) -> np.ndarray:
+    """Values of ``repeats`` :func:`simulate_once` calls, in a spawn process pool unless ``workers == 1``."""
+    jobs = [(landscape, strategy, kwargs, r) for r in range(repeats)]
+    if workers == 1:
+        return np.array([_one(job) for job in jobs])
+    # spawn, not fork: the parent may hold torch/OpenMP state that a forked child must not inherit
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return np.array(list(pool.map(_one, jobs, chunksize=max(1, repeats // (4 * workers)))))

@@ -43,11 +43,25 @@ def test_account_forms_print_a_table_and_json(capsys, argv: str) -> None:
 def test_account_values(capsys) -> None:
     adaptive, tnb, poisson, pure = (_json(capsys, a) for a in ACCOUNT_FORMS)
     assert adaptive["epsilon"] == pytest.approx(11.15, abs=0.01)
+    assert adaptive["method"] == "rdp" and set(adaptive["methods"]) == {"rdp"}  # no profile bound when adaptive
     assert adaptive["breakdown"]["adaptivity"] > 0
-    assert tnb["epsilon"] == pytest.approx(2.5436, rel=1e-3)
-    assert poisson["epsilon"] == pytest.approx(2.7507, rel=1e-3)
+    # RDP values match dp_accounting's RepeatAndSelectDpEvent; the reported ε is the smallest valid bound.
+    assert tnb["methods"]["rdp"] == pytest.approx(2.5436, rel=1e-3)
+    assert poisson["methods"]["rdp"] == pytest.approx(2.7507, rel=1e-3)
+    for payload in (tnb, poisson):
+        assert payload["epsilon"] == min(payload["methods"].values())
+        assert payload["methods"][payload["method"]] == payload["epsilon"]
+    assert tnb["method"] == "profile-tnb" and tnb["epsilon"] < tnb["methods"]["rdp"]
     assert pure["epsilon"] == pytest.approx(2.5 * (1 + 0.6286086594223742), rel=1e-9)
     assert pure["delta"] == 0.0 and pure["theorem"].startswith("DP-HyPO Theorem 2")
+
+
+def test_binomial_runs_are_uniform_only(capsys) -> None:
+    argv = "account --sigma 1 --sample-rate 0.0042667 --steps 2340 --runs binomial --max-runs 20 --mean 10"
+    payload = _json(capsys, argv)
+    assert payload["method"] == "profile-binomial" and payload["n"] == 20
+    assert run([*argv.split(), "--C", "2", "--c", "0.75"]) == 2
+    assert "binomial" in capsys.readouterr().err
 
 
 def test_calibrate(capsys) -> None:

@@ -75,3 +75,23 @@ def test_simulate_cli_json(capsys) -> None:
 def test_simulate_cli_rejects_unknown_strategy(capsys) -> None:
     assert run(["simulate", "--landscape", "synthetic:smooth", "--strategy", "tpe", "--fixed-T", "3"]) == 2
     assert "strategy" in capsys.readouterr().err
+
+
+def test_batched_engine_releases_the_values_of_the_sequential_engine() -> None:
+    land = synthetic_landscape("smooth")
+    kwargs = dict(repeats=5, T=4, C=2.0, c=0.75, seed=6, workers=1)
+    sequential = simulate(land, [Uniform(), GPUCB()], **kwargs)
+    batched = simulate(land, [Uniform(), GPUCB()], engine="batched", batch=2, **kwargs)
+    for s, b in zip(sequential, batched, strict=True):
+        assert (s.strategy, s.T, s.repeats) == (b.strategy, b.T, b.repeats)
+        np.testing.assert_array_equal(s.values, b.values)
+        assert s.mean == b.mean and s.ci95 == b.ci95
+
+
+def test_batched_engine_with_random_T() -> None:
+    land = synthetic_landscape("ridge")
+    runs = geometric(0.25)
+    result = simulate(land, [Uniform()], repeats=50, run_count=runs, seed=2, workers=1, engine="batched")[0]
+    assert result.T is None and result.run_count == repr(runs)
+    expected = [simulate_once(land, Uniform(), run_count=runs, seed=2, repeat=r) for r in range(50)]
+    assert result.values.tolist() == expected

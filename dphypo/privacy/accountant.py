@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import optimize
 
+from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.distributions import Poisson, RunCountDistribution, TruncatedNegativeBinomial
 from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, zero_rdp
@@ -64,6 +65,12 @@ class SearchPrivacy:
         if isinstance(self.run_count, Poisson) and self.adaptive:
             # Fail at configuration time, before anything is sampled or trained.
             tuning_rdp(zero_rdp(), self.run_count, self.C, self.c)
+        if isinstance(self.run_count, Binomial) and self.adaptive:
+            raise ValueError(
+                f"an adaptive search (C={self.C:g} > c={self.c:g}) with binomial T has no privacy theorem: only "
+                "Koskela-Redberg-Wang 2024 Thm 5.7 covers binomial T, for a uniform search; use "
+                "negbin/geometric/logarithmic runs or C = c = 1"
+            )
 
     @property
     def adaptive(self) -> bool:
@@ -80,6 +87,8 @@ class SearchPrivacy:
         out: dict[str, Any] = {"runs": rc.name, "expected_runs": rc.mean, "C": self.C, "c": self.c}
         if isinstance(rc, TruncatedNegativeBinomial):
             out.update(theta=rc.theta, gamma=rc.gamma)
+        if isinstance(rc, Binomial):
+            out.update(n=rc.n, p=rc.p)
         return out
 
 
@@ -99,6 +108,9 @@ class PrivacyReport:
         theorem: The theorem that produced ``epsilon``.
         search: The search configuration.
         base_label: Description of the per-candidate mechanism.
+        methods: ε of every valid bound that was evaluated (``"rdp"`` and, for a uniform search given a privacy
+            profile, the Koskela-Redberg-Wang profile bounds); ``epsilon`` is their minimum.
+        method: The method that gave ``epsilon``.
     """
 
     epsilon: float
@@ -112,6 +124,8 @@ class PrivacyReport:
     theorem: str
     search: SearchPrivacy
     base_label: str
+    methods: dict[str, float] = field(default_factory=dict)
+    method: str = "rdp"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (non-finite numbers become ``None``)."""
@@ -134,6 +148,8 @@ class PrivacyReport:
             },
             **self.search.describe(),
             "base_mechanism": self.base_label,
+            "methods": {name: clean(eps) for name, eps in self.methods.items()},
+            "method": self.method,
         }
 
 
@@ -145,18 +161,21 @@ class PrivacyConfig:
         search: Run-count distribution and density bounds.
         base: RDP curve valid for every candidate run, *including* the release of its score.
         delta: δ of the reported guarantee, in (0, 1).
+        profile: Optional privacy profile of one whole candidate run (:mod:`dphypo.privacy.profiles`); for a
+            uniform search it enables the tighter profile bounds.
     """
 
     search: SearchPrivacy
     base: RdpCurve
     delta: float
+    profile: Any = None
 
     def __post_init__(self) -> None:
         _check_delta(self.delta)
 
     def account(self) -> PrivacyReport:
         """The search's total (ε, δ) with its breakdown."""
-        return account(self.base, self.search, self.delta)
+        return account(self.base, self.search, self.delta, profile=self.profile)
 
 
 def _check_delta(delta: float) -> None:
@@ -164,34 +183,57 @@ def _check_delta(delta: float) -> None:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 
 
-def account(base: RdpCurve, search: SearchPrivacy, delta: float) -> PrivacyReport:
-    """Total (ε, δ) of a search whose every candidate satisfies ``base``.
+def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any = None) -> PrivacyReport:
+    """Total (ε, δ) of a search whose every candidate satisfies ``base``: the minimum over every valid bound.
 
-    ε is the tight RDP → (ε, δ) conversion (Canonne, Kamath & Steinke 2020) of the search's RDP curve from
-    :func:`~dphypo.privacy.tuning.tuning_rdp`. The breakdown evaluates the same pipeline with C = c = 1 (what
-    repetition alone costs) and on the base curve alone (one run).
+    Always evaluated (where a theorem covers the run count): the tight RDP → (ε, δ) conversion (Canonne, Kamath &
+    Steinke 2020) of the search's RDP curve from :func:`~dphypo.privacy.tuning.tuning_rdp` (DP-HyPO Theorem 1 /
+    Papernot-Steinke Theorems 2 and 6). With a ``profile`` of one whole candidate run and a *uniform* search
+    (C = c = 1), also the privacy-profile bounds of Koskela, Redberg & Wang 2024 (Thm 5.2, Thm 5.7, Cor 5.8) and
+    Papernot-Steinke Theorem 6 with a PLD δ̂ (:func:`~dphypo.privacy.profile_tuning.profile_bounds`); no profile
+    bound is proven for an adaptive search, so none is used there. The breakdown evaluates the same minimum with
+    C = c = 1 (what repetition alone costs) and the base mechanism alone (one run).
 
     Args:
         base: Per-candidate RDP curve.
         search: Run-count distribution and density bounds.
         delta: Target δ ∈ (0, 1).
+        profile: Optional :class:`~dphypo.privacy.profiles.PrivacyProfile` of the same candidate run (it must
+            cover everything ``base`` covers, e.g. the score release too).
 
     Returns:
-        The report.
+        The report; ``methods`` lists every bound evaluated and ``method`` the one used.
     """
     _check_delta(delta)
-    tuned = tuning_rdp(base, search.run_count, search.C, search.c)
-    eps, order = epsilon_from_rdp(
-        tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
-    )
-    base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
-    if search.adaptive:
-        uniform = tuning_rdp(base, search.run_count)
-        uniform_eps, _ = epsilon_from_rdp(
-            uniform.curve.orders, uniform.curve.epsilons, delta, pure_epsilon=uniform.curve.pure_epsilon
+    methods: dict[str, float] = {}
+    theorems: dict[str, str] = {}
+    order, order_hat = math.nan, math.nan
+    if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
+        tuned = tuning_rdp(base, search.run_count, search.C, search.c)
+        methods["rdp"], order = epsilon_from_rdp(
+            tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
         )
-    else:
-        uniform_eps = eps
+        theorems["rdp"], order_hat = tuned.theorem, tuned.order_hat
+    bounds: dict[str, Any] = {}
+    if profile is not None:
+        from dphypo.privacy.profile_tuning import profile_bounds  # imports this module: keep it lazy
+
+        bounds = profile_bounds(profile, search, delta, base_rdp=base)
+        methods.update({name: b.epsilon for name, b in bounds.items()})
+        theorems.update({name: b.theorem for name, b in bounds.items()})
+    if not methods:
+        raise ValueError(
+            "binomial T has no RDP theorem; only the profile bound of Koskela-Redberg-Wang 2024 (Thm 5.7, uniform "
+            "search) applies: pass profile=dpsgd_profile(sigma, sample_rate, steps)"
+        )
+    method = min(methods, key=methods.__getitem__)
+    eps = methods[method]
+    if method != "rdp":
+        order, order_hat = bounds[method].order, math.nan
+    base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
+    if profile is not None:
+        base_eps = min(base_eps, profile.epsilon(delta))
+    uniform_eps = account(base, search.uniform(), delta, profile=profile).epsilon if search.adaptive else eps
     return PrivacyReport(
         epsilon=eps,
         delta=delta,
@@ -199,11 +241,13 @@ def account(base: RdpCurve, search: SearchPrivacy, delta: float) -> PrivacyRepor
         repetition_epsilon=uniform_eps - base_eps,
         adaptivity_epsilon=eps - uniform_eps,
         order=order,
-        order_hat=tuned.order_hat,
+        order_hat=order_hat,
         expected_runs=search.run_count.mean,
-        theorem=tuned.theorem,
+        theorem=theorems[method],
         search=search,
         base_label=base.label,
+        methods=methods,
+        method=method,
     )
 
 
@@ -261,6 +305,7 @@ def calibrate_sigma(
     search: SearchPrivacy,
     curve_for_sigma: Callable[[float], RdpCurve],
     *,
+    profile_for_sigma: Callable[[float], Any] | None = None,
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
 ) -> CalibrationResult:
@@ -276,6 +321,8 @@ def calibrate_sigma(
         delta: δ ∈ (0, 1).
         search: Run-count distribution and density bounds.
         curve_for_sigma: Per-candidate RDP curve as a function of σ (e.g. DP-SGD composed with a score release).
+        profile_for_sigma: Optional privacy profile of one candidate run as a function of σ; the calibration then
+            meets the target under the same minimum over valid bounds that :func:`account` reports.
         rtol: Relative tolerance on σ.
         sigma_bounds: Smallest and largest σ considered.
 
@@ -293,27 +340,31 @@ def calibrate_sigma(
         raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
     evaluations = 0
 
+    def report_at(sigma: float) -> PrivacyReport:
+        profile = None if profile_for_sigma is None else profile_for_sigma(sigma)
+        return account(curve_for_sigma(sigma), search, delta, profile=profile)
+
     def excess(log_sigma: float) -> float:
         nonlocal evaluations
         evaluations += 1
-        return account(curve_for_sigma(math.exp(log_sigma)), search, delta).epsilon - target_epsilon
+        return report_at(math.exp(log_sigma)).epsilon - target_epsilon
 
-    probe = curve_for_sigma(sigma_bounds[1])
-    floor = account(zero_rdp(probe.orders), search, delta).epsilon
+    # The σ → ∞ limit: a data-independent candidate (zero RDP curve); binomial T has only the profile route.
+    if isinstance(search.run_count, Binomial):
+        floor = account(curve_for_sigma(sigma_bounds[1]), search, delta,
+                        profile=profile_for_sigma(sigma_bounds[1]) if profile_for_sigma else None).epsilon
+    else:
+        floor = account(zero_rdp(curve_for_sigma(1.0).orders), search, delta).epsilon
     if floor >= target_epsilon:
         raise CalibrationError(
             f"target epsilon={target_epsilon:g} is unreachable: with delta={delta:g} the search itself costs at "
             f"least epsilon={floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
             "lower E[T], or narrow [c, C]"
         )
-    lo, hi = math.log(sigma_bounds[0]), math.log(sigma_bounds[1])
-    if excess(hi) > 0.0:
-        raise CalibrationError(
-            f"target epsilon={target_epsilon:g} needs sigma > {sigma_bounds[1]:g}; raise epsilon or the sigma bound"
-        )
-    if excess(lo) <= 0.0:
+    lo, hi = _bracket(excess, sigma_bounds, target_epsilon)
+    if lo is None:
         sigma = sigma_bounds[0]
-        return CalibrationResult(sigma, account(curve_for_sigma(sigma), search, delta), 0.0, evaluations)
+        return CalibrationResult(sigma, report_at(sigma), 0.0, evaluations)
     # Tolerance in log σ is a relative tolerance in σ.
     xtol = math.log1p(rtol)
     root = optimize.brentq(excess, lo, hi, xtol=xtol / 2.0, rtol=4 * np.finfo(float).eps)
@@ -321,10 +372,41 @@ def calibrate_sigma(
     while excess(log_sigma) > 0.0:  # guard against non-smoothness from the order grid
         log_sigma = min(hi, log_sigma + xtol / 2.0)
     sigma = math.exp(log_sigma)
-    report = account(curve_for_sigma(sigma), search, delta)
+    report = report_at(sigma)
     if report.epsilon > target_epsilon:  # pragma: no cover - the loop above guarantees this
         raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
     return CalibrationResult(sigma, report, sigma * rtol, evaluations)
+
+
+def _bracket(
+    excess: Callable[[float], float], sigma_bounds: tuple[float, float], target: float
+) -> tuple[float | None, float]:
+    """A bracket [lo, hi] in log σ with excess(lo) > 0 ≥ excess(hi), grown geometrically from σ = 1.
+
+    Starting near typical σ and doubling/halving avoids evaluating extreme σ (a PLD at σ = 0.01 over thousands of
+    steps is huge). Returns ``(None, log σ_min)`` when even the smallest σ meets the target.
+    """
+    lo_limit, hi_limit = math.log(sigma_bounds[0]), math.log(sigma_bounds[1])
+    point = min(max(0.0, lo_limit), hi_limit)
+    if excess(point) > 0.0:
+        lo = point
+        while True:
+            hi = min(lo + math.log(2.0), hi_limit)
+            if excess(hi) <= 0.0:
+                return lo, hi
+            if hi >= hi_limit:
+                raise CalibrationError(
+                    f"target epsilon={target:g} needs sigma > {sigma_bounds[1]:g}; raise epsilon or the sigma bound"
+                )
+            lo = hi
+    hi = point
+    while True:
+        lo = max(hi - math.log(2.0), lo_limit)
+        if excess(lo) > 0.0:
+            return lo, hi
+        if lo <= lo_limit:
+            return None, lo_limit
+        hi = lo
 
 
 def calibrate_dpsgd_sigma(
@@ -337,6 +419,7 @@ def calibrate_dpsgd_sigma(
     extra: RdpCurve | None = None,
     orders: Iterable[float] | None = None,
     rtol: float = 1e-4,
+    use_profiles: bool = True,
 ) -> CalibrationResult:
     """:func:`calibrate_sigma` for DP-SGD runs (optionally composed with a fixed ``extra`` mechanism, e.g. the
     noisy release of each run's score).
@@ -350,6 +433,8 @@ def calibrate_dpsgd_sigma(
         extra: A σ-independent mechanism composed into every run.
         orders: Order grid (must match ``extra``'s).
         rtol: Relative tolerance on σ.
+        use_profiles: For a uniform search without ``extra``, also use the privacy-profile bounds (PLD of the
+            DP-SGD run at discretisation 1e-3, still a valid pessimistic bound), like ``dphypo account``.
 
     Returns:
         The calibration.
@@ -363,4 +448,12 @@ def calibrate_dpsgd_sigma(
         return run if extra is None else compose(run, extra)
 
     curve(1.0)  # validate sample_rate/steps eagerly, before any root finding
-    return calibrate_sigma(target_epsilon, delta, search, curve, rtol=rtol)
+    profile_for_sigma = None
+    # A profile must cover the whole candidate run: with an RDP-only `extra` (e.g. a score release) it would not.
+    if use_profiles and extra is None and not search.adaptive:
+        from dphypo.privacy.profiles import dpsgd_profile
+
+        def profile_for_sigma(sigma: float) -> Any:
+            return dpsgd_profile(sigma, sample_rate, steps, discretization=1e-3)
+
+    return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol)

@@ -308,11 +308,16 @@ class Poisson(RunCountDistribution):
 
 
 #: Names accepted by :func:`make_run_count` (and the CLI's ``--runs``).
-RUN_COUNT_FAMILIES = ("negbin", "geometric", "logarithmic", "poisson")
+RUN_COUNT_FAMILIES = ("negbin", "geometric", "logarithmic", "poisson", "binomial")
 
 
 def make_run_count(
-    family: str, *, theta: float | None = None, gamma: float | None = None, mean: float | None = None
+    family: str,
+    *,
+    theta: float | None = None,
+    gamma: float | None = None,
+    mean: float | None = None,
+    max_runs: int | None = None,
 ) -> RunCountDistribution:
     """Build a run-count distribution from user-facing options (the CLI's ``--runs/--theta/--gamma/--mean``).
 
@@ -320,15 +325,24 @@ def make_run_count(
         family: One of :data:`RUN_COUNT_FAMILIES`. ``geometric`` fixes θ = 1, ``logarithmic`` fixes θ = 0.
         theta: Shape θ > −1 (``negbin`` only; must agree with the family otherwise).
         gamma: γ ∈ (0, 1) (TNB family; give ``gamma`` or ``mean``, not both).
-        mean: E[T] (> 1 for the TNB family, ≥ 1 for Poisson).
+        mean: E[T] (> 1 for the TNB family, ≥ 1 for Poisson and binomial).
+        max_runs: n of ``binomial`` runs, T ~ Bin(n, mean/n) (uniform search only; Koskela-Redberg-Wang 2024).
 
     Returns:
         The distribution.
     """
     if family not in RUN_COUNT_FAMILIES:
         raise ValueError(f"runs must be one of {', '.join(RUN_COUNT_FAMILIES)}, got {family!r}")
+    if (max_runs is not None) != (family == "binomial"):
+        raise ValueError("max-runs is required for binomial runs, and only for them")
     if mean is not None and not (math.isfinite(mean) and mean >= 1.0):
         raise ValueError(f"mean must be a finite number >= 1, got {mean!r}")
+    if family == "binomial":
+        from dphypo.privacy.binomial import Binomial  # imports this module
+
+        if gamma is not None or theta is not None or mean is None:
+            raise ValueError("binomial runs take --max-runs and --mean only")
+        return Binomial.from_mean(max_runs, mean)  # type: ignore[arg-type]
     if family == "poisson":
         if gamma is not None or theta is not None:
             raise ValueError("poisson runs take only --mean (gamma and theta belong to the negbin family)")

@@ -153,7 +153,9 @@ class _LossTable:
         probs = np.asarray(dense._probs, dtype=np.float64)
         losses = (np.arange(probs.size) + dense._lower_loss) * dense._discretization
         upper = np.append(np.cumsum(probs[::-1])[::-1], 0.0)
-        lower = np.append(np.cumsum((probs * np.exp(-losses))[::-1])[::-1], 0.0)
+        # Capping the exponent only shrinks `lower` for losses below -700, which can only raise δ: conservative,
+        # and it keeps the suffix sums finite (no inf·0 = nan).
+        lower = np.append(np.cumsum((probs * np.exp(np.minimum(-losses, 700.0)))[::-1])[::-1], 0.0)
         return cls(losses, upper, lower, float(dense._infinity_mass))
 
     def delta(self, eps: np.ndarray) -> np.ndarray:

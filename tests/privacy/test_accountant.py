@@ -17,6 +17,7 @@ from dphypo.privacy import (
     gaussian_rdp,
     geometric,
 )
+from dphypo.privacy.profiles import dpsgd_profile
 
 Q = 256 / 60000
 
@@ -62,9 +63,14 @@ def test_calibration_is_conservative_and_tight(search: SearchPrivacy) -> None:
     target = 8.0
     result = calibrate_dpsgd_sigma(target, 1e-5, Q, 2344, search, rtol=1e-4)
     assert result.report.epsilon <= target
-    # the smallest σ to the stated tolerance: a little less noise overshoots the target
+    # the smallest σ to the stated tolerance, under the same minimum over valid bounds that calibration used
+    # (profile bounds for a uniform search): a little less noise overshoots the target
     below = result.sigma - 2.5 * result.sigma_tolerance
-    assert account(dpsgd_rdp(below, Q, 2344), search, 1e-5).epsilon > target
+    profile = None if search.adaptive else dpsgd_profile(below, Q, 2344, discretization=1e-3)
+    assert account(dpsgd_rdp(below, Q, 2344), search, 1e-5, profile=profile).epsilon > target
+    assert result.report.method == ("rdp" if search.adaptive else result.report.method)
+    if not search.adaptive:  # the profile bounds let a uniform search use less noise than RDP alone
+        assert result.sigma < calibrate_dpsgd_sigma(target, 1e-5, Q, 2344, search, use_profiles=False).sigma
     assert result.report.epsilon == pytest.approx(target, rel=1e-3)
 
 
