@@ -54,6 +54,7 @@ def test_account_values(capsys) -> None:
     assert tnb["method"] == "profile-tnb" and tnb["epsilon"] < tnb["methods"]["rdp"]
     assert pure["epsilon"] == pytest.approx(2.5 * (1 + 0.6286086594223742), rel=1e-9)
     assert pure["delta"] == 0.0 and pure["theorem"].startswith("DP-HyPO Theorem 2")
+    assert pure["method"] == "pure-dp" and pure["methods"] == {"pure-dp": pure["epsilon"]}
 
 
 def test_binomial_runs_are_uniform_only(capsys) -> None:

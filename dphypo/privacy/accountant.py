@@ -279,6 +279,8 @@ def account_pure(epsilon: float, search: SearchPrivacy) -> PrivacyReport:
         else "DP-HyPO Theorem 2 = Papernot-Steinke Corollary 3",
         search=search,
         base_label=f"pure {epsilon:g}-DP",
+        methods={"pure-dp": total},
+        method="pure-dp",
     )
 
 
