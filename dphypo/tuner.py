@@ -246,6 +246,8 @@ class Tuner:
         self.record_densities = record_densities
         self.progress = progress
         self.plan = plan
+        if plan is not None:
+            _check_plan_is_accounted(plan, privacy)
 
     def _stream(self, *key: int) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=key)
@@ -286,6 +288,21 @@ class Tuner:
         )
         history = SearchHistory(run_count, tuple(trials), best, tuple(densities), tuple(events), self.seed)
         return SearchResult(release, history)
+
+
+def _check_plan_is_accounted(plan: Any, privacy: PrivacyConfig) -> None:
+    """Privacy rule 4: the per-run curve the accountant uses must cover what the plan lets each run spend.
+
+    The budget check after every run compares Opacus's history with the *plan*; the release's ε comes from
+    ``privacy.base``. A plan costlier than ``privacy.base`` at any order would pass both checks yet under-report ε.
+    """
+    base = privacy.base
+    planned = plan.rdp(orders=base.orders).epsilons
+    if np.any(planned > base.epsilons * (1 + 1e-9) + 1e-12):
+        raise ValueError(
+            "plan spends more per run than privacy.base accounts for; build the PrivacyConfig from plan.rdp() "
+            "(dphypo.tune does this)"
+        )
 
 
 def best_trial(trials: Sequence[Trial], direction: Direction) -> int | None:

@@ -201,3 +201,14 @@ def test_landscape_objective_plugs_in() -> None:
     land = synthetic_landscape("smooth")
     result = Tuner(land.objective(np.random.default_rng(0)), land.space, _privacy(), seed=0).run()
     assert land.space.index(result.release.params) >= 0
+
+
+def test_a_plan_costlier_than_the_accounted_curve_is_refused() -> None:
+    from dphypo.train.private import DPSGDPlan
+
+    plan = DPSGDPlan(sigma=0.5, batch_size=64, epochs=10, n_train=1079)
+    cheap = PrivacyConfig(SearchPrivacy(geometric(0.1)), plan.rdp().repeated(1), 1e-5)
+    Tuner(_score, SPACE, cheap, plan=plan)  # exactly the plan's curve: fine
+    too_cheap = PrivacyConfig(SearchPrivacy(geometric(0.1)), dpsgd_rdp(5.0, 0.01, 100), 1e-5)
+    with pytest.raises(ValueError, match=r"more per run than privacy\.base"):
+        Tuner(_score, SPACE, too_cheap, plan=plan)
