@@ -39,7 +39,15 @@ def simulate_command(
     strategy: Annotated[
         list[str], typer.Option("--strategy", help="uniform or gp; repeat the option to compare several.")
     ],
-    fixed_T: Annotated[int, typer.Option("--fixed-T", help="Number of runs of every search (research mode).")],
+    fixed_T: Annotated[
+        int | None, typer.Option("--fixed-T", help="Number of runs of every search (research mode), or give --runs.")
+    ] = None,
+    runs: Annotated[
+        str | None, typer.Option("--runs", help="Draw T per search: negbin, geometric, logarithmic, poisson.")
+    ] = None,
+    theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
+    gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
+    mean: Annotated[float | None, typer.Option("--mean", help="E[T].")] = None,
     repeats: Annotated[int, typer.Option("--repeats", help="Independent searches per strategy.")] = 200,
     C: UpperOpt = 2.0,
     c: LowerOpt = 0.75,
@@ -58,11 +66,16 @@ def simulate_command(
 ) -> None:
     """Compare strategies by simulated searches on a landscape: mean true value of the released λ."""
     from dphypo.landscapes import resolve_landscape
+    from dphypo.privacy import make_run_count
     from dphypo.simulate import simulate
 
+    if (fixed_T is None) == (runs is None):
+        raise ValueError("give exactly one of --fixed-T or --runs (T drawn per search from its distribution)")
+    run_count = None if runs is None else make_run_count(runs, theta=theta, gamma=gamma, mean=mean)
     land = resolve_landscape(landscape)
     strategies = [_strategy(name, tau, beta, scale) for name in strategy]
-    results = simulate(land, strategies, repeats=repeats, T=fixed_T, C=C, c=c, seed=seed, workers=workers,
+    results = simulate(land, strategies, repeats=repeats, T=fixed_T, run_count=run_count, C=C, c=c, seed=seed,
+                       workers=workers,
                        engine=engine, batch=batch)  # type: ignore[arg-type]
     payload = {
         "landscape": landscape,
@@ -81,7 +94,8 @@ def simulate_command(
     for col in ("strategy", "T", "mean true value", "95% CI", "repeats"):
         table.add_column(col)
     for r in results:
-        table.add_row(r.strategy, str(r.T), f"{r.mean:.4f}", f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]", str(r.repeats))
+        T = str(r.T) if r.T is not None else f"~ {runs} (E[T] = {run_count.mean:.3g})"  # type: ignore[union-attr]
+        table.add_row(r.strategy, T, f"{r.mean:.4f}", f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]", str(r.repeats))
     _emit(payload, table, as_json)
 
 

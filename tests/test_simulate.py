@@ -95,3 +95,13 @@ def test_batched_engine_with_random_T() -> None:
     assert result.T is None and result.run_count == repr(runs)
     expected = [simulate_once(land, Uniform(), run_count=runs, seed=2, repeat=r) for r in range(50)]
     assert result.values.tolist() == expected
+
+
+def test_simulate_cli_with_random_T(capsys) -> None:
+    argv = "simulate --landscape synthetic:smooth --strategy uniform --runs geometric --gamma 0.3 --repeats 20 --json"
+    assert run(argv.split()) == 0
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert result["T"] is None and "gamma=0.3" in result["run_count"] and result["repeats"] == 20
+    both = "simulate --landscape synthetic:smooth --strategy uniform --fixed-T 3 --runs geometric --gamma 0.3"
+    assert run(both.split()) == 2
+    assert "exactly one of --fixed-T or --runs" in capsys.readouterr().err
