@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy import stats
 
-from dphypo._batched import release_batch, search_paths, simulate_batched
+from dphypo._batched import incumbent_distance, release_batch, search_paths, simulate_batched
 from dphypo.landscapes import Landscape
 from dphypo.simulate import _sequential_trials, simulate
 from dphypo.strategies import GPUCB
@@ -128,18 +128,6 @@ def _sequential_path(repeat: int) -> tuple[list[int], list[float]]:
         repeat=repeat,
     )
     return [t.grid_index for t in trials], [t.score for t in trials]
-
-
-def incumbent_distance(land: Landscape, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per search: mean unit distance between each GP-driven draw (t >= 2) and the best run before it."""
-    coords, rows = land.space.unit_coordinates, np.arange(indices.shape[0])
-    steps = [
-        np.linalg.norm(
-            coords[indices[:, t]] - coords[indices[rows, np.argmax(scores[:, :t], axis=1)]], axis=1
-        )
-        for t in range(2, indices.shape[1])
-    ]
-    return np.mean(steps, axis=0)
 
 
 def run_compare(args: argparse.Namespace) -> None:

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from dphypo.density import MAX_SPREAD, _check_bounds, project, validate_prior
+from dphypo.density import _BRACKET_TOL, MAX_SPREAD, _check_bounds, project, validate_prior
 from dphypo.landscapes import Landscape
 from dphypo.privacy import RunCountDistribution
 from dphypo.strategies import GPUCB, Direction, Strategy, Uniform, _step_seed
@@ -47,8 +47,6 @@ __all__ = [
 
 # Stream ids inside a repeat's SeedSequence (shared with dphypo.simulate.simulate_once).
 NOISE, RUN_COUNT, SAMPLING, STRATEGY = range(4)
-# Same constants as dphypo.density's exact projection.
-_BRACKET_TOL = 1e-9
 #: Repeats per job of uniform search (no GP: only the job overhead matters).
 _UNIFORM_JOB = 4096
 
@@ -444,3 +442,26 @@ def simulate_batched(
     for members, released in done:
         values[members] = landscape.true_values(released)
     return values
+
+
+def incumbent_distance(landscape: Landscape, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per search: mean unit-cube distance between each GP-driven draw (t ≥ 2) and the best run before it.
+
+    A statistic of how adaptive a strategy is, used to compare engines in distribution (the released value alone
+    barely responds to the algorithm at small T).
+
+    Args:
+        landscape: The landscape the searches ran on.
+        indices: Shape ``(repeats, T)``, grid indices drawn.
+        scores: Shape ``(repeats, T)``, observed scores (maximised).
+
+    Returns:
+        Shape ``(repeats,)``.
+    """
+    coords, rows = landscape.space.unit_coordinates, np.arange(indices.shape[0])
+    steps = [
+        np.linalg.norm(coords[indices[:, t]] - coords[indices[rows, np.argmax(scores[:, :t], axis=1)]], axis=1)
+        for t in range(2, indices.shape[1])
+    ]
+    return np.mean(steps, axis=0)
+

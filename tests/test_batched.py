@@ -23,6 +23,7 @@ from scipy import stats
 from dphypo._batched import (
     _draw_batch,
     _oriented,
+    incumbent_distance,
     project_batch,
     release_batch,
     search_paths,
@@ -63,18 +64,6 @@ def _sequential_paths(land: Landscape, strategy, T: int, repeats: int, *, C: flo
         np.array([[t.grid_index for t in trials] for trials in runs]),
         np.array([[t.score for t in trials] for trials in runs]),
     )
-
-
-def _incumbent_distance(land: Landscape, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per search: mean unit distance between each GP-driven draw (t >= 2) and the best run before it."""
-    coords, rows = land.space.unit_coordinates, np.arange(indices.shape[0])
-    steps = [
-        np.linalg.norm(
-            coords[indices[:, t]] - coords[indices[rows, np.argmax(scores[:, :t], axis=1)]], axis=1
-        )
-        for t in range(2, indices.shape[1])
-    ]
-    return np.mean(steps, axis=0)
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +224,7 @@ def _two_sample_p_values(land: Landscape, reference, candidate) -> dict[str, flo
     """Welch t-tests on the released value and the incumbent distance, KS on the released value."""
     direction: Direction = land.direction  # type: ignore[assignment]
     released = [land.true_values(release_batch(i, s, direction)) for i, s in (reference, candidate)]
-    distance = [_incumbent_distance(land, i, s) for i, s in (reference, candidate)]
+    distance = [incumbent_distance(land, i, s) for i, s in (reference, candidate)]
     return {
         "released mean": float(stats.ttest_ind(*released, equal_var=False).pvalue),
         "released KS": float(stats.ks_2samp(*released).pvalue),
