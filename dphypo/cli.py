@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from dphypo import _cli_plot, _cli_privacy, _cli_search  # noqa: F401  (registers the commands)
+from dphypo import _cli_plot, _cli_privacy, _cli_search, _cli_simulate  # noqa: F401  (registers the commands)
 from dphypo._cli_common import app
 
 __all__ = ["app", "main", "run"]
