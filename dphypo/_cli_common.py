@@ -62,6 +62,8 @@ def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | Non
     table.add_row("  ε of one run", _fmt(report.base_epsilon))
     table.add_row("  + random repetition", _fmt(report.repetition_epsilon))
     table.add_row("  + adaptivity log(C/c)", _fmt(report.adaptivity_epsilon))
+    if report.charged_runs:
+        table.add_row(f"  + {report.charged_runs} lost attempt(s) charged", _fmt(report.charged_epsilon))
     search = report.search.describe()
     dist = search["runs"] + "".join(f", {k}={_fmt(search[k], 6)}" for k in ("theta", "gamma") if k in search)
     table.add_row("run count T", f"{dist}; E[T] = {_fmt(report.expected_runs)}")

@@ -49,6 +49,32 @@ def tune_command(
         bool, typer.Option("--show-trials", help="NOT PRIVATE: also print T and every run (curator/debugging).")
     ] = False,
     as_json: JsonOpt = False,
+    tune_fraction: Annotated[
+        float | None,
+        typer.Option("--tune-fraction", help="Tune on a Poisson subsample of rate q, then train one final model "
+                     "(Koskela-Kulkarni 2023); the final run has no released score."),
+    ] = None,
+    variant: Annotated[
+        int, typer.Option("--variant", help="With --tune-fraction: final run on X minus X1 (1) or on X (2).")
+    ] = 1,
+    journal: Annotated[
+        str | None,
+        typer.Option("--journal", help="Crash-safe journal (curator only): seals a new search, or resumes this one "
+                     "without redrawing T. Publish only `dphypo release FILE`."),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where runs execute: sequential, process (local pool) or ray.")
+    ] = "sequential",
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Parallel runs (process/ray; default: all CPUs or one per GPU).")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (ray.init(address=...)); default: local.")
+    ] = None,
+    runs_per_update: Annotated[
+        int | None,
+        typer.Option("--runs-per-update", help="Candidates drawn from one projected density (default: workers)."),
+    ] = None,
 ) -> None:
     """Tune learning rate × clipping norm with DP-SGD privately and release the best model with its total ε."""
     from dphypo._cli_tune import run_tune

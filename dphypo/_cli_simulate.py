@@ -1,13 +1,17 @@
-"""``dphypo simulate``: simulated private searches on landscapes (GP vs uniform studies)."""
+"""``dphypo simulate``: simulated private searches on landscapes (studies: :mod:`dphypo.studies`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from dphypo._cli_common import JsonOpt, LowerOpt, UpperOpt, _emit, app
+
+SWEEPS = ("table1", "table2")
 
 
 def _strategy(name: str, tau: float, beta: float, scale: str):
@@ -20,6 +24,63 @@ def _strategy(name: str, tau: float, beta: float, scale: str):
     raise ValueError(f"strategy must be 'uniform' or 'gp', got {name!r}")
 
 
+def _bounds(texts: list[str] | None, sweep: str | None, C: float, c: float) -> list[tuple[float, float]]:
+    """``--bounds C:c`` pairs, the Table-2 sweep (c = 1/C), or the single ``--C/--c``."""
+    from dphypo.studies import TABLE2_UPPER_BOUNDS
+
+    if texts:
+        pairs = []
+        for text in texts:
+            try:
+                upper, lower = (float(x) for x in text.split(":"))
+            except ValueError as exc:
+                raise ValueError(f"bounds must look like C:c (e.g. 1.25:0.8), got {text!r}") from exc
+            pairs.append((upper, lower))
+        return pairs
+    if sweep == "table2":
+        return [(upper, 1.0 / upper) for upper in TABLE2_UPPER_BOUNDS]
+    return [(C, c)]
+
+
+def _adaptive_repeats(texts: list[str] | None) -> dict[float, int]:
+    out = {}
+    for text in texts or []:
+        try:
+            key, value = text.split("=")
+            out[float(key)] = int(value)
+        except ValueError as exc:
+            raise ValueError(
+                f"gp-repeats must look like KEY=N (KEY a γ, E[T], C or T), got {text!r}"
+            ) from exc
+    return out
+
+
+def _settings(fixed_T, runs, theta, gamma, mean, sweep, bounds, overrides, any_adaptive):
+    from dphypo.privacy import make_run_count
+    from dphypo.studies import TABLE1_GAMMAS, Setting, fixed_T_settings, parse_T_values, run_count_settings
+
+    if sweep is not None and sweep not in SWEEPS:
+        raise ValueError(f"sweep must be one of {SWEEPS}, got {sweep!r}")
+    if sweep == "table1":
+        if gamma or mean is not None or fixed_T is not None:
+            raise ValueError("--sweep table1 sets γ itself: drop --gamma/--mean/--fixed-T")
+        runs, gamma = runs or "geometric", list(TABLE1_GAMMAS)
+    if (fixed_T is None) == (runs is None):
+        raise ValueError("give exactly one of --fixed-T or --runs (T drawn per search from its distribution)")
+    if not any_adaptive:
+        bounds = [(1.0, 1.0)]  # uniform search only: C, c play no role (and Poisson T stays allowed)
+    if fixed_T is not None:
+        if len(bounds) != 1:
+            raise ValueError("--fixed-T takes one pair of bounds (--C/--c)")
+        settings = fixed_T_settings(parse_T_values(fixed_T), *bounds[0])
+        return tuple(
+            Setting(s.label, T=s.T, C=s.C, c=s.c, adaptive_repeats=overrides.get(float(s.T)))  # type: ignore
+            for s in settings
+        )
+    run_counts = [make_run_count(runs, theta=theta, gamma=g, mean=mean) for g in (gamma or [None])]
+    return run_count_settings(run_counts, bounds, overrides)
+
+
 @app.command("simulate")
 def simulate_command(
     landscape: Annotated[
@@ -28,61 +89,191 @@ def simulate_command(
     strategy: Annotated[
         list[str], typer.Option("--strategy", help="uniform or gp; repeat the option to compare several.")
     ],
+    gp_landscape: Annotated[
+        str | None,
+        typer.Option(
+            "--gp-landscape",
+            help="White box: landscape of the GP arm (e.g. built at the "
+            "larger σ a GP search may use for the same total ε).",
+        ),
+    ] = None,
     fixed_T: Annotated[
-        int | None, typer.Option("--fixed-T", help="Number of runs of every search (research mode), or give --runs.")
+        str | None,
+        typer.Option("--fixed-T", help="Runs of every search (research mode, no ε): N, 1..20 or 1,5,10."),
     ] = None,
     runs: Annotated[
         str | None, typer.Option("--runs", help="Draw T per search: negbin, geometric, logarithmic, poisson.")
     ] = None,
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
-    gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
+    gamma: Annotated[
+        list[float] | None, typer.Option("--gamma", help="γ of the TNB family; repeat for one row per γ.")
+    ] = None,
     mean: Annotated[float | None, typer.Option("--mean", help="E[T].")] = None,
-    repeats: Annotated[int, typer.Option("--repeats", help="Independent searches per strategy.")] = 200,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="table1: geometric γ ∈ {0.001,...,0.03} (DP-HyPO Table 1); "
+            "table2: C ∈ {1.25, 1.33, 1.5}, c = 1/C (Table 2, black box).",
+        ),
+    ] = None,
+    bounds: Annotated[
+        list[str] | None, typer.Option("--bounds", help="C:c of the GP arm; repeat for one row per pair.")
+    ] = None,
+    repeats: Annotated[
+        int, typer.Option("--repeats", help="Independent searches per strategy and row.")
+    ] = 200,
+    gp_repeats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gp-repeats",
+            help="KEY=N: N searches for the GP arm in rows whose γ, "
+            "E[T], C or T is KEY (0: not simulated; stated in the output).",
+        ),
+    ] = None,
     C: UpperOpt = 2.0,
     c: LowerOpt = 0.75,
     tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ (s = μ + τσ).")] = 0.1,
     beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
     scale: Annotated[
-        str, typer.Option("--scale", help="GP score scale before the softmax: standardized, range or raw (paper).")
+        str,
+        typer.Option(
+            "--scale", help="GP score scale before the softmax: standardized, range or raw (paper)."
+        ),
     ] = "standardized",
+    delta: Annotated[float, typer.Option("--delta", help="δ of the total ε printed per arm.")] = 1e-5,
     seed: Annotated[int, typer.Option("--seed", help="Study seed.")] = 0,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
     engine: Annotated[
         str, typer.Option("--engine", help="batched (one batched GP per step across repeats) or sequential.")
     ] = "batched",
     batch: Annotated[int, typer.Option("--batch", help="Batched engine: searches per batched GP.")] = 256,
+    table: Annotated[
+        bool, typer.Option("--table", help="Print the grid: rows = settings, columns = arms.")
+    ] = False,
+    table_out: Annotated[
+        str | None,
+        typer.Option("--table-out", help="Write the grid to PREFIX.csv and PREFIX.md (implies --table)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Compare strategies by simulated searches on a landscape: mean true value of the released λ."""
-    from dphypo.landscapes import resolve_landscape
-    from dphypo.privacy import make_run_count
-    from dphypo.simulate import simulate
+    """Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."""
+    from dphypo.studies import ArmSpec, StudyConfig, run_study, table_csv, table_markdown
 
-    if (fixed_T is None) == (runs is None):
-        raise ValueError("give exactly one of --fixed-T or --runs (T drawn per search from its distribution)")
-    run_count = None if runs is None else make_run_count(runs, theta=theta, gamma=gamma, mean=mean)
-    land = resolve_landscape(landscape)
-    strategies = [_strategy(name, tau, beta, scale) for name in strategy]
-    results = simulate(land, strategies, repeats=repeats, T=fixed_T, run_count=run_count, C=C, c=c, seed=seed,
-                       workers=workers,
-                       engine=engine, batch=batch)  # type: ignore[arg-type]
+    arms = []
+    for name in strategy:
+        spec = _strategy(name, tau, beta, scale)
+        arms.append(ArmSpec(name, spec, gp_landscape if (gp_landscape and name != "uniform") else landscape))
+    any_adaptive = any(a.adaptive for a in arms)
+    pairs = _bounds(bounds, sweep, C, c)
+    settings = _settings(
+        fixed_T, runs, theta, gamma, mean, sweep, pairs, _adaptive_repeats(gp_repeats), any_adaptive
+    )
+    if fixed_T is not None:
+        kind = "fixed-T"
+    else:
+        kind = "white-box" if gp_landscape else "black-box" if any_adaptive else "run-count"
+    config = StudyConfig(
+        kind,
+        settings,
+        tuple(arms),
+        repeats,
+        seed=seed,
+        delta=delta,
+        engine=engine,
+        batch=batch,
+        workers=workers,
+    )
+    result = run_study(config)
+    if table_out is not None:
+        prefix = Path(table_out)
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{prefix}.csv").write_text(table_csv(result))
+        Path(f"{prefix}.md").write_text(table_markdown(result))
     payload = {
+        **result.to_dict(),
         "landscape": landscape,
-        "direction": land.direction,
-        "best_value": land.best_value,
-        "C": C,
-        "c": c,
+        "gp_landscape": gp_landscape,
+        "direction": _direction(landscape),
+        "C": pairs[0][0] if len(pairs) == 1 else None,
+        "c": pairs[0][1] if len(pairs) == 1 else None,
         "tau": tau,
         "beta": beta,
         "scale": scale,
-        "seed": seed,
         "engine": engine,
-        "results": [r.to_dict() for r in results],
     }
-    table = Table(title=f"Simulated searches on {landscape} (best value {land.best_value:.4f}, {land.direction})")
-    for col in ("strategy", "T", "mean true value", "95% CI", "repeats"):
+    if as_json:
+        _emit(payload, Table(), True)
+    elif table or table_out is not None:
+        Console().print(_grid_table(result))
+    else:
+        Console().print(_long_table(result, landscape))
+
+
+def _direction(spec: str) -> str:
+    from dphypo.landscapes import resolve_landscape
+
+    return resolve_landscape(spec).direction
+
+
+def _grid_table(result) -> Table:
+    from dphypo.studies import format_difference, format_epsilon, format_mean_ci
+
+    config = result.config
+    table = Table(
+        title=f"{config.name}: mean true value of the released λ [95% CI], total ε (δ = {config.delta:g})"
+    )
+    table.add_column("setting")
+    table.add_column("runs")
+    for arm in config.arms:
+        table.add_column(f"{arm.label}")
+        table.add_column(f"{arm.label} ε")
+        if arm.adaptive:
+            table.add_column(f"{arm.label} − uniform (paired)")
+    for setting in config.settings:
+        row = [setting.label, setting.describe_runs()]
+        for arm in config.arms:
+            cell = result.cell(setting.label, arm.label)
+            n = (
+                ""
+                if cell.result is None or cell.result.repeats == config.repeats
+                else f" (n={cell.result.repeats})"
+            )
+            row += [format_mean_ci(cell) + n, format_epsilon(cell)]
+            row += [format_difference(cell)] if arm.adaptive else []
+        table.add_row(*row)
+    return table
+
+
+def _long_table(result, landscape: str) -> Table:
+    from dphypo.studies import format_epsilon
+
+    best = ", ".join(f"{v:.4f}" for v in result.best_values.values())
+    table = Table(title=f"Simulated searches on {landscape} (best value {best})")
+    for col in (
+        "setting",
+        "strategy",
+        "landscape",
+        "T",
+        "C, c",
+        "mean true value",
+        "95% CI",
+        "repeats",
+        "total ε",
+    ):
         table.add_column(col)
-    for r in results:
-        T = str(r.T) if r.T is not None else f"~ {runs} (E[T] = {run_count.mean:.3g})"  # type: ignore[union-attr]
-        table.add_row(r.strategy, T, f"{r.mean:.4f}", f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]", str(r.repeats))
-    _emit(payload, table, as_json)
+    for cell in result.cells:
+        r = cell.result
+        ci = "-" if r is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
+        table.add_row(
+            cell.setting.label,
+            cell.arm.strategy.name,
+            Path(cell.arm.landscape).name,
+            cell.setting.describe_runs(),
+            f"{cell.C:g}, {cell.c:.4g}",
+            "not run" if r is None else f"{r.mean:.4f}",
+            ci,
+            str(0 if r is None else r.repeats),
+            format_epsilon(cell),
+        )
+    return table

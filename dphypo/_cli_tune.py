@@ -24,12 +24,15 @@ DEFAULT_MEAN_RUNS = 20.0
 def run_tune(**opts: Any) -> None:
     """Implementation of ``dphypo tune`` (options as parsed by the command)."""
     from dphypo.api import tune
+    from dphypo.executors import make_executor
     from dphypo.privacy import make_run_count
     from dphypo.space import Grid, SearchSpace
     from dphypo.train import DPSGDObjective, default_model, load_dataset
     from dphypo.train.build import paper_grid, parse_grid
 
     o = dict(opts)
+    if o["tune_fraction"] is None and o["variant"] != 1:
+        raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
     if o["epsilon"] is None and o["sigma"] is None:
         o["epsilon"] = DEFAULT_EPSILON
     if o["gamma"] is None and o["mean"] is None and o["runs"] != "negbin":
@@ -49,9 +52,10 @@ def run_tune(**opts: Any) -> None:
 
     console = Console(stderr=True)
     started = time.perf_counter()
+    pool = make_executor(o["executor"], workers=o["workers"], address=o["address"])
     columns = (SpinnerColumn(), TextColumn("runs completed: {task.completed}"), TimeElapsedColumn())
     # Privacy rule 1: the display shows counts and time only, never scores, and no total (T is secret).
-    with Progress(*columns, console=console, transient=True) as bar:
+    with pool, Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("search", total=None)
         result = tune(
             DPSGDObjective(o["dataset"], model, data_dir=o["data_dir"]),  # trains under run.plan
@@ -72,6 +76,11 @@ def run_tune(**opts: Any) -> None:
             beta=o["beta"],
             seed=o["seed"],
             progress=lambda done: bar.update(task, completed=done),
+            tune_fraction=o["tune_fraction"],
+            subsampled_variant=o["variant"],
+            executor=pool,
+            journal=o["journal"],
+            runs_per_update=o["runs_per_update"],
         )
     elapsed = time.perf_counter() - started
     release = result.release
@@ -82,11 +91,16 @@ def run_tune(**opts: Any) -> None:
         model_path = out_dir / "released_model.pt"
         release.artifact.save(model_path)
         test_accuracy = release.artifact.test_accuracy(splits)
-    payload = _release_payload(release, o, model, test_accuracy, model_path, elapsed)
-    if o["show_trials"]:
-        payload["NOT_PRIVATE_curator_only"] = _trials_payload(result.history)
+    subsampling = getattr(result, "subsampling", None)
+    payload = _release_payload(release, o, model, test_accuracy, model_path)
+    if subsampling is not None:
+        payload["subsampled"] = subsampling.to_dict()
+    if o["show_trials"]:  # the search's wall time reveals T roughly: curator-only, like T itself
+        payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(elapsed, 1)}
     if model_path is not None:
         (out_dir / "release.json").write_text(json.dumps(_without_trials(payload), indent=2, sort_keys=True))
+    if o["journal"] is not None:
+        _journal_release_extras(o["journal"], test_accuracy, model_path)
     if o["as_json"]:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
@@ -101,6 +115,8 @@ def run_tune(**opts: Any) -> None:
         "σ (noise multiplier)": f"{release.plan.sigma:.4g}",
         "saved model": str(model_path) if model_path else "- (no run: T = 0)",
     }
+    if subsampling is not None:
+        extra.update(_subsampled_rows(subsampling))
     out.print(_report_table(release.privacy, "Release of the private search", extra))
     out.print(
         "[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
@@ -110,8 +126,19 @@ def run_tune(**opts: Any) -> None:
         _print_trials(out, result.history)
 
 
+def _journal_release_extras(journal: str, test_accuracy: float | None, model_path: Path | None) -> None:
+    """Add the released model's file and public test accuracy to the journal's release (``dphypo release``)."""
+    from dphypo.storage import Journal
+
+    with Journal.open(journal) as opened:
+        release = opened.release()
+        if release is not None:
+            opened.write_release({**release, "test_accuracy": test_accuracy,
+                                  "model_path": None if model_path is None else str(model_path)})
+
+
 def _release_payload(release: Any, o: dict[str, Any], model: str, test_accuracy: float | None,
-                     model_path: Path | None, elapsed: float) -> dict[str, Any]:
+                     model_path: Path | None) -> dict[str, Any]:
     return {
         "release": {
             "params": release.params,
@@ -124,7 +151,20 @@ def _release_payload(release: Any, o: dict[str, Any], model: str, test_accuracy:
         "dataset": o["dataset"],
         "model": model,
         "strategy": o["strategy"],
-        "seconds": round(elapsed, 1),
+    }
+
+
+def _subsampled_rows(info: Any) -> dict[str, str]:
+    """Table rows of a subsampled release (method, q, transfer, nominal set sizes)."""
+    final = "X minus X1" if info.variant == 1 else "X"
+    return {
+        "method": info.method,
+        "tuning fraction q": f"{info.tuning_rate:g} (search on X1 only)",
+        "lr tuned on X1 → transferred": f"{info.tuned_lr:.4g} → {info.transferred_lr:.4g}",
+        "set sizes (nominal)": f"X1: {info.tuning_set_size}, final run on {final}: {info.final_set_size}",
+        "batch size tuning → final": f"{info.tuning_plan.batch_size} → {info.final_plan.batch_size}",
+        "ε of the same search on all data": f"{info.report.full_data_epsilon:.4g} (no final run)",
+        "released score": "best tuning run's private score on X1's validation part",
     }
 
 

@@ -10,8 +10,9 @@ import sys
 
 import typer
 
-from dphypo import _cli_plot, _cli_privacy, _cli_search, _cli_simulate  # noqa: F401  (registers the commands)
+from dphypo import _cli_journal, _cli_plot, _cli_privacy, _cli_search, _cli_simulate  # noqa: F401  (registers the commands)
 from dphypo._cli_common import app
+from dphypo.storage import JournalError
 
 __all__ = ["app", "main", "run"]
 
@@ -20,7 +21,7 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status; user errors become one ``error:`` line on stderr (status 2)."""
     try:
         status = app(args=argv, prog_name="dphypo", standalone_mode=False)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, JournalError) as exc:
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         return 2
     except typer.Exit as exc:

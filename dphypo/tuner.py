@@ -14,15 +14,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
 import math
-import time
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dphypo.density import in_bounded_set, project
+from dphypo._loop import (
+    DataFailure,
+    Objective,
+    Recorder,
+    Run,
+    Trial,
+    best_trial,
+    better,
+    evaluate_task,
+    projected_density,
+    run_loop,
+)
 from dphypo.privacy import PrivacyConfig, PrivacyReport
 from dphypo.space import SearchSpace
 from dphypo.strategies import Direction, Strategy, StrategyEvent, Uniform
@@ -36,82 +51,17 @@ __all__ = [
     "SearchResult",
     "Trial",
     "Tuner",
+    "best_trial",
     "better",
+    "evaluate_task",
+    "projected_density",
+    "release_payload",
+    "run_loop",
     "run_search",
 ]
 
-#: ``objective(params, run) -> score`` or ``-> (score, artifact)``.
-Objective = Callable[[dict[str, Any], "Run"], Any]
-
 # Independent random streams derived from the search seed (numpy SeedSequence spawn keys).
 _T_STREAM, _SAMPLING_STREAM, _STRATEGY_STREAM, _RUN_STREAM = range(4)
-
-
-class DataFailure(Exception):
-    """Raise from an objective when a run failed *because of the data* (e.g. the loss diverged).
-
-    The run then scores worst and is not retried (privacy rule 5): retrying would make the number of runs, and so
-    the release, depend on the data. A non-finite returned score is treated the same way. Any other exception
-    is an infrastructure failure and propagates.
-    """
-
-
-@dataclass(frozen=True)
-class Run:
-    """What an objective receives besides the hyperparameters.
-
-    Attributes:
-        number: 0-based index of this run within the search.
-        seed: A per-run seed derived from the search seed (use it for data order, initialisation, noise).
-        privacy: The search's privacy configuration (the per-run budget the run must stay within).
-        grid_index: Flat index of the hyperparameters in the search space.
-        plan: The DP-SGD plan (σ, sampling rate, steps, score noise) the per-run budget was computed from, when
-            the search trains with DP-SGD (:class:`dphypo.train.DPSGDPlan`); ``None`` otherwise.
-        engines: Opacus privacy engines created through :meth:`make_private`; the tuner checks each one's
-            accountant history against the plan after the run.
-    """
-
-    number: int
-    seed: int
-    privacy: PrivacyConfig | None
-    grid_index: int
-    plan: Any = None
-    engines: list[Any] = field(default_factory=list, compare=False, repr=False)
-
-    @property
-    def rng(self) -> np.random.Generator:
-        """A fresh generator seeded with :attr:`seed`."""
-        return np.random.default_rng(self.seed)
-
-    def make_private(self, module: Any, optimizer: Any, data_loader: Any, *, max_grad_norm: float) -> tuple:
-        """Opacus ``make_private`` with this search's calibrated σ and Poisson sampling.
-
-        Returns ``(module, optimizer, data_loader)`` wrapped by Opacus; see :func:`dphypo.train.make_private`.
-        """
-        from dphypo.train.private import make_private
-
-        return make_private(self, module, optimizer, data_loader, max_grad_norm=max_grad_norm)
-
-    def check_budget(self) -> None:
-        """Fail loudly if any engine of this run spent more than the plan's per-run budget."""
-        if not self.engines:
-            return
-        from dphypo.train.private import check_budget
-
-        for engine in self.engines:
-            check_budget(engine, self.plan)
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One run, as the curator sees it (NOT private: its score and timing must not be published)."""
-
-    number: int
-    grid_index: int
-    params: dict[str, Any]
-    score: float
-    failed: bool
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -153,6 +103,8 @@ class SearchHistory:
         densities: The projected densities the runs were drawn from (one per update), if recorded.
         events: The strategy's fallbacks and warnings.
         seed: The entropy the search's random streams were derived from.
+        charged_runs: Lost attempts (crash, dead worker, infrastructure error) charged to ε, over all sessions of a
+            journaled search.
     """
 
     run_count: int
@@ -161,6 +113,7 @@ class SearchHistory:
     densities: tuple[np.ndarray, ...]
     events: tuple[StrategyEvent, ...]
     seed: int
+    charged_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,28 +122,6 @@ class SearchResult:
 
     release: Release
     history: SearchHistory
-
-
-def better(a: tuple[float, int], b: tuple[float, int], direction: Direction) -> bool:
-    """The fixed, data-independent total order on run outputs ``(score, grid index)``.
-
-    Higher (``maximize``) or lower (``minimize``) score wins; a failed run (non-finite score) loses to every
-    finished one; ties go to the smaller grid index, so the order never depends on chance or on the data beyond
-    the outputs themselves (Papernot & Steinke 2022, pitfall 11 of the notes).
-    """
-
-    def key(out: tuple[float, int]) -> tuple[float, int]:
-        score, index = out
-        oriented = score if direction == "maximize" else -score
-        return (oriented if math.isfinite(score) else -math.inf, -index)
-
-    return key(a) > key(b)
-
-
-def _draw(density: np.ndarray, rng: np.random.Generator) -> int:
-    """One index from a probability vector (inverse CDF; one uniform draw per sample)."""
-    cdf = np.cumsum(density)
-    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), density.size - 1))
 
 
 class Tuner:
@@ -208,10 +139,21 @@ class Tuner:
         seed: Seed for every random choice of the search (T, sampling, strategy, per-run seeds); ``None`` draws
             fresh entropy (recorded in the history).
         batch_size: Candidates drawn from one projected density before the next update (still Framework 1: the
-            update rule may keep π unchanged, DP-HyPO §3).
+            update rule may keep π unchanged, DP-HyPO §3); default one per worker of the executor.
         record_densities: Keep every projected density in the history.
         progress: Called with the number of completed runs after each run (counts only, never scores).
         plan: DP-SGD plan handed to each :class:`Run` (for :meth:`Run.make_private` and the budget check).
+        executor: Where runs execute: ``"sequential"`` (default, in this process), ``"process"`` (a local pool,
+            one thread and one GPU per worker), ``"ray"``, or a :class:`dphypo.executors.Executor`. With more
+            than one worker, ``objective`` and its artifacts must be picklable. The release does not depend on
+            the executor; it depends on ``batch_size`` (give the same one to compare executors).
+        journal: Path of a crash-safe journal (:class:`dphypo.storage.Journal`, curator only). A new file is
+            sealed with the plan and T before any data is touched; an existing one is *resumed*: T is read, not
+            redrawn, finished runs are replayed from it, and runs in flight when the previous process died are
+            charged to ε and re-run. A changed configuration is refused (:class:`~dphypo.storage.JournalMismatch`).
+        objective_id: Description of the objective sealed in the journal (e.g. dataset and model), so a resume
+            with a different objective is refused; default: the repr of a dataclass objective (e.g.
+            :class:`~dphypo.train.DPSGDObjective`: dataset, model, split), else its qualified name.
     """
 
     def __init__(
@@ -223,17 +165,20 @@ class Tuner:
         strategy: Strategy | None = None,
         direction: Direction = "maximize",
         seed: int | None = None,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         record_densities: bool = False,
         progress: Callable[[int], None] | None = None,
         plan: Any = None,
+        executor: Any = None,
+        journal: str | os.PathLike[str] | None = None,
+        objective_id: str | None = None,
     ) -> None:
         if not isinstance(privacy, PrivacyConfig):
             raise TypeError(f"privacy must be a PrivacyConfig, got {type(privacy).__name__}")
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-        if not (isinstance(batch_size, int) and batch_size >= 1):
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size is not None and not (isinstance(batch_size, int) and batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
         self.objective = objective
@@ -242,12 +187,16 @@ class Tuner:
         self.strategy = strategy if strategy is not None else Uniform()
         self.direction = direction
         self.seed = int(np.random.SeedSequence().entropy if seed is None else seed)  # type: ignore[arg-type]
+        self._seed_given = seed is not None
         self.batch_size = batch_size
         self.record_densities = record_densities
         self.progress = progress
         self.plan = plan
         if plan is not None:
             _check_plan_is_accounted(plan, privacy)
+        self.executor = executor
+        self.journal = None if journal is None else Path(journal)
+        self.objective_id = objective_id if objective_id is not None else _qualified_name(objective)
 
     def _stream(self, *key: int) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=key)
@@ -257,37 +206,133 @@ class Tuner:
         return self.privacy.search.run_count.sample(np.random.default_rng(self._stream(_T_STREAM)))
 
     def run(self) -> SearchResult:
-        """Run the whole search and return the release and the curator-only history."""
-        run_count = self.draw_run_count()  # privacy rule 2: before any data is touched
-        trials, artifacts, densities, events = run_loop(
-            self.objective,
-            self.space,
-            (self.privacy.search.C, self.privacy.search.c),
-            self.strategy,
-            self.direction,
-            run_count,
-            sampling_rng=np.random.default_rng(self._stream(_SAMPLING_STREAM)),
-            strategy_seed=int(self._stream(_STRATEGY_STREAM).generate_state(1)[0]),
-            run_seed=lambda j: int(self._stream(_RUN_STREAM, j).generate_state(1)[0]),
-            privacy=self.privacy,
-            plan=self.plan,
-            batch_size=self.batch_size,
-            record_densities=self.record_densities,
-            progress=self.progress,
-        )
-        best = best_trial(trials, self.direction)
-        report = self.privacy.account()
-        release = Release(
-            params=None if best is None else dict(trials[best].params),
-            score=None if best is None else trials[best].score,
-            artifact=None if best is None else artifacts[best],
-            epsilon=report.epsilon,
-            delta=report.delta,
-            privacy=report,
-            plan=self.plan,
-        )
-        history = SearchHistory(run_count, tuple(trials), best, tuple(densities), tuple(events), self.seed)
+        """Run (or resume) the whole search and return the release and the curator-only history."""
+        from dphypo.executors import make_executor
+
+        with contextlib.ExitStack() as cleanup:
+            journal = self._open_journal()
+            if journal is not None:
+                cleanup.callback(journal.close)
+            executor = make_executor(self.executor)
+            if executor is not self.executor:  # created here, so closed here
+                cleanup.callback(executor.close)
+            # k candidates per projected density: one per worker unless given (Framework 1, docs/parallel.md)
+            runs_per_update = self.batch_size if self.batch_size is not None else executor.workers
+            recorder = Recorder(self.direction, journal)
+            # privacy rule 2: T is drawn (or read from the journal) before any data is touched
+            run_count = self._sealed_run_count(journal, recorder, self.sealed_config(runs_per_update))
+            trials, artifacts, densities, events = run_loop(
+                self.objective,
+                self.space,
+                (self.privacy.search.C, self.privacy.search.c),
+                self.strategy,
+                self.direction,
+                run_count,
+                sampling_rng=np.random.default_rng(self._stream(_SAMPLING_STREAM)),
+                strategy_seed=int(self._stream(_STRATEGY_STREAM).generate_state(1)[0]),
+                run_seed=lambda j: int(self._stream(_RUN_STREAM, j).generate_state(1)[0]),
+                privacy=self.privacy,
+                plan=self.plan,
+                batch_size=runs_per_update,
+                record_densities=self.record_densities,
+                progress=self.progress,
+                executor=executor,
+                recorder=recorder,
+            )
+            best = best_trial(trials, self.direction)
+            report = self.privacy.account(charged_runs=recorder.charged)
+            release = Release(
+                params=None if best is None else dict(trials[best].params),
+                score=None if best is None else trials[best].score,
+                artifact=None if best is None else recorder.artifact(best, artifacts[best]),
+                epsilon=report.epsilon,
+                delta=report.delta,
+                privacy=report,
+                plan=self.plan,
+            )
+            if journal is not None:
+                journal.write_release(release_payload(release))
+        history = SearchHistory(run_count, tuple(trials), best, tuple(densities), tuple(events), self.seed,
+                                recorder.charged)
         return SearchResult(release, history)
+
+    def sealed_config(self, runs_per_update: int) -> dict[str, Any]:
+        """The configuration a journal seals (JSON-ready); a resumed search must reproduce it exactly.
+
+        Args:
+            runs_per_update: Candidates drawn per projected density (``batch_size`` or the executor's workers).
+        """
+        privacy = self.privacy
+        return {
+            "privacy": {
+                **privacy.search.describe(),
+                "run_count": repr(privacy.search.run_count),
+                "delta": privacy.delta,
+                "base": {"label": privacy.base.label, "sha256": _array_digest(privacy.base.orders,
+                                                                              privacy.base.epsilons)},
+                "profile": None if privacy.profile is None else repr(privacy.profile),
+            },
+            "space": {"grid": repr(self.space), "prior_sha256": _array_digest(self.space.prior)},
+            "strategy": repr(self.strategy),
+            "direction": self.direction,
+            "seed": self.seed,
+            "batch_size": runs_per_update,
+            "objective": self.objective_id,
+            "plan": None if self.plan is None else repr(self.plan),
+        }
+
+    def _open_journal(self) -> Any:
+        if self.journal is None:
+            return None
+        from dphypo.storage import Journal
+
+        journal = Journal.open(self.journal)
+        sealed = journal.sealed()
+        if sealed is not None and not self._seed_given:
+            self.seed = int(sealed.config.get("seed", self.seed))  # resuming a search seeded from fresh entropy
+        return journal
+
+    def _sealed_run_count(self, journal: Any, recorder: Recorder, config: dict[str, Any]) -> int:
+        """T: drawn and sealed for a new search, read (never redrawn) from the journal of a resumed one."""
+        if journal is None:
+            return self.draw_run_count()
+        if journal.sealed() is None:
+            return journal.seal(config, self.draw_run_count()).run_count
+        sealed = journal.verify(config)
+        recorder.resume()
+        return sealed.run_count
+
+
+def release_payload(release: Release) -> dict[str, Any]:
+    """The JSON-ready, publishable part of a release (what ``dphypo release FILE`` prints)."""
+    plan = release.plan
+    if dataclasses.is_dataclass(plan) and not isinstance(plan, type):
+        plan = {**dataclasses.asdict(plan), **{k: getattr(plan, k) for k in ("sample_rate", "steps")
+                                                if hasattr(plan, k)}}
+    score = release.score
+    return {
+        "params": release.params,
+        "score": None if score is None or not math.isfinite(score) else score,
+        "epsilon": release.epsilon,
+        "delta": release.delta,
+        "privacy": release.privacy.to_dict(),
+        "plan": plan,
+    }
+
+
+def _qualified_name(objective: Any) -> str:
+    """A stable description of an objective: a dataclass's repr (its configuration), else its qualified name."""
+    if dataclasses.is_dataclass(objective) and not isinstance(objective, type):
+        return repr(objective)
+    target = objective if hasattr(objective, "__qualname__") else type(objective)
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def _array_digest(*arrays: np.ndarray) -> str:
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+    return digest.hexdigest()
 
 
 def _check_plan_is_accounted(plan: Any, privacy: PrivacyConfig) -> None:
@@ -303,95 +348,6 @@ def _check_plan_is_accounted(plan: Any, privacy: PrivacyConfig) -> None:
             "plan spends more per run than privacy.base accounts for; build the PrivacyConfig from plan.rdp() "
             "(dphypo.tune does this)"
         )
-
-
-def best_trial(trials: Sequence[Trial], direction: Direction) -> int | None:
-    """Index of the run to release under :func:`better` (``None`` for no runs)."""
-    best: int | None = None
-    for i, trial in enumerate(trials):
-        if best is None or better((trial.score, trial.grid_index), (trials[best].score, trials[best].grid_index),
-                                  direction):
-            best = i
-    return best
-
-
-def projected_density(session_density: np.ndarray, space: SearchSpace, C: float, c: float) -> np.ndarray:
-    """Project a strategy's density onto S_{C,c}(π0) and verify the result (privacy rule 3).
-
-    Every density the sampler draws from passes through here; a strategy can return anything, and an
-    out-of-set result (which would void Theorem 1) raises instead of being sampled.
-    """
-    prior = space.prior
-    density = project(np.asarray(session_density, dtype=np.float64), prior, C, c)
-    if not in_bounded_set(density, prior, C, c):
-        raise RuntimeError("projection produced a density outside S_{C,c}; refusing to sample from it")
-    return density
-
-
-def run_loop(
-    objective: Objective,
-    space: SearchSpace,
-    bounds: tuple[float, float],
-    strategy: Strategy,
-    direction: Direction,
-    run_count: int,
-    *,
-    sampling_rng: np.random.Generator,
-    strategy_seed: int,
-    run_seed: Callable[[int], int],
-    privacy: PrivacyConfig | None = None,
-    plan: Any = None,
-    batch_size: int = 1,
-    record_densities: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> tuple[list[Trial], list[Any], list[np.ndarray], list[StrategyEvent]]:
-    """The Framework-1 loop for a *given* T (the :class:`Tuner` draws T; simulations may fix it).
-
-    Args:
-        bounds: ``(C, c)``, the density-ratio bounds every sampling density is projected onto.
-        plan: DP-SGD plan handed to every :class:`Run` (see :attr:`Run.plan`).
-
-    Returns:
-        ``(trials, artifacts, densities, events)``; densities only if ``record_densities``.
-    """
-    session = strategy.start(space, direction, strategy_seed)
-    observations: list[tuple[int, float]] = []
-    trials: list[Trial] = []
-    artifacts: list[Any] = []
-    densities: list[np.ndarray] = []
-    while len(trials) < run_count:
-        density = projected_density(session.density(observations), space, *bounds)
-        if record_densities:
-            densities.append(density)
-        for _ in range(min(batch_size, run_count - len(trials))):
-            number = len(trials)
-            grid_index = _draw(density, sampling_rng)
-            params = space.params(grid_index)
-            run = Run(number, run_seed(number), privacy, grid_index, plan)
-            score, artifact, seconds = _evaluate(objective, params, run)
-            run.check_budget()
-            trials.append(Trial(number, grid_index, params, score, not math.isfinite(score), seconds))
-            artifacts.append(artifact)
-            if progress is not None:
-                progress(len(trials))
-        observations = [(t.grid_index, t.score) for t in trials]
-    return trials, artifacts, densities, session.events
-
-
-def _evaluate(objective: Objective, params: Mapping[str, Any], run: Run) -> tuple[float, Any, float]:
-    start = time.perf_counter()
-    try:
-        out = objective(dict(params), run)
-    except DataFailure:
-        return math.nan, None, time.perf_counter() - start
-    score, artifact = out if isinstance(out, tuple) else (out, None)
-    try:
-        score = float(score)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"objective must return a number or (number, artifact), got {out!r}") from exc
-    if not math.isfinite(score):
-        score, artifact = math.nan, None  # privacy rule 5: scores worst, not retried
-    return score, artifact, time.perf_counter() - start
 
 
 def run_search(

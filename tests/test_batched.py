@@ -38,7 +38,8 @@ from dphypo.simulate import _sequential_trials, simulate, simulate_once
 from dphypo.strategies import GPUCB, Direction, Uniform, oriented_scores, tilted_softmax, ucb_scores
 from dphypo.surrogate import SurrogateFit
 from dphypo.synthetic import synthetic_landscape
-from dphypo.tuner import Trial, _draw, best_trial
+from dphypo._loop import _draw
+from dphypo.tuner import Trial, best_trial
 
 ALPHA = 5e-5
 #: The statistical comparison: GP-UCB with a peaked softmax whose projection onto S_{C,c} binds.

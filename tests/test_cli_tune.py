@@ -8,6 +8,7 @@ import re
 import pytest
 
 from dphypo.cli import run
+from dphypo.train import load_dataset
 
 TINY = (
     "tune --epochs 2 --lr-grid 0.3,1,3 --clip-grid 0.5,1,2 --runs geometric --mean 4 --seed 3 --epsilon 8 "
@@ -57,3 +58,45 @@ def test_tune_rejects_bad_options(tmp_path, capsys) -> None:
     assert "score-noise" in capsys.readouterr().err
     assert run(["tune", "--dataset", "imagenet", "--out", str(tmp_path)]) == 2
     assert "imagenet" in capsys.readouterr().err
+
+
+SUBSAMPLED = (
+    "tune --epochs 1 --lr-grid 0.3,1,3 --clip-grid 0.5,1 --runs geometric --mean 3 --seed 3 --epsilon 8 "
+    "--strategy uniform --batch-size 32 --tune-fraction 0.25"
+).split()
+
+
+@pytest.mark.parametrize("variant", ["1", "2"])
+def test_subsampled_tune_releases_the_final_model_with_the_kk_epsilon(tmp_path, capsys, variant: str) -> None:
+    assert run([*SUBSAMPLED, "--variant", variant, "--out", str(tmp_path), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    privacy, sub = payload["privacy"], payload["subsampled"]
+    method = "koskela-kulkarni-thm1-variant1" if variant == "1" else "koskela-kulkarni-zhu-wang-variant2"
+    assert privacy["method"] == sub["method"] == method and privacy["methods"] == {method: privacy["epsilon"]}
+    assert privacy["epsilon"] <= 8.0 and privacy["epsilon"] == pytest.approx(8.0, rel=1e-3)
+    assert sub["tuning_fraction"] == 0.25 and sub["epsilon"] == privacy["epsilon"]
+    factor = 3.0 if variant == "1" else 4.0  # (1 − q)/q or 1/q
+    assert sub["transferred_lr"] == pytest.approx(factor * sub["tuned_lr"])
+    assert payload["release"]["params"]["lr"] == sub["transferred_lr"]
+    n_train = len(load_dataset("digits").y_train)
+    assert sub["tuning_set_size_nominal"] == round(0.25 * n_train)
+    assert sub["final_set_size_nominal"] == (n_train - round(0.25 * n_train) if variant == "1" else n_train)
+    assert sub["full_data_search_epsilon"] > privacy["epsilon"]  # same σ, whole search on all data
+    assert (tmp_path / "released_model.pt").exists() and "run_count" not in json.dumps(payload)
+
+
+def test_subsampled_tune_table_names_the_method(tmp_path, capsys) -> None:
+    assert run([*SUBSAMPLED, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "koskela-kulkarni-thm1-variant1" in out and "tuning fraction q" in out and "X1: 270" in out
+
+
+def test_subsampled_tune_refusals_are_one_line_errors(tmp_path, capsys) -> None:
+    poisson_gp = ["tune", "--runs", "poisson", "--mean", "3", "--strategy", "gp", "--tune-fraction", "0.25"]
+    assert run([*poisson_gp, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()  # (a blank line may precede it: the cleared progress display)
+    assert err.startswith("error:") and "Poisson T" in err and "\n" not in err
+    assert run(["tune", "--variant", "2", "--out", str(tmp_path)]) == 2
+    assert "--variant needs --tune-fraction" in capsys.readouterr().err
+    assert run([*SUBSAMPLED, "--variant", "3", "--out", str(tmp_path)]) == 2
+    assert "variant" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-import dphypo.tuner as tuner_module
+import dphypo._loop as loop_module
 from dphypo.privacy import (
     PrivacyConfig,
     SearchPrivacy,
@@ -92,7 +92,7 @@ def test_every_sampling_density_is_projected() -> None:
 
 
 def test_a_broken_projection_is_never_sampled(monkeypatch) -> None:
-    monkeypatch.setattr(tuner_module, "project", lambda p, prior, C, c: np.eye(prior.size)[0])
+    monkeypatch.setattr(loop_module, "project", lambda p, prior, C, c: np.eye(prior.size)[0])
     calls = []
     with pytest.raises(RuntimeError, match="outside S"):
         Tuner(lambda p, r: calls.append(p) or 0.0, SPACE, _privacy(), seed=0).run()

@@ -35,6 +35,7 @@ __all__ = [
     "account_pure",
     "calibrate_dpsgd_sigma",
     "calibrate_sigma",
+    "smallest_sigma",
 ]
 
 
@@ -111,6 +112,9 @@ class PrivacyReport:
         methods: ε of every valid bound that was evaluated (``"rdp"`` and, for a uniform search given a privacy
             profile, the Koskela-Redberg-Wang profile bounds); ``epsilon`` is their minimum.
         method: The method that gave ``epsilon``.
+        charged_runs: Lost attempts (crashed or dead-worker runs) charged on top of the search
+            (:func:`~dphypo.privacy.charged.account_charged`); 0 for an uninterrupted search.
+        charged_epsilon: What those charges added to ``epsilon``.
     """
 
     epsilon: float
@@ -126,6 +130,8 @@ class PrivacyReport:
     base_label: str
     methods: dict[str, float] = field(default_factory=dict)
     method: str = "rdp"
+    charged_runs: int = 0
+    charged_epsilon: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (non-finite numbers become ``None``)."""
@@ -145,7 +151,9 @@ class PrivacyReport:
                 "one_run": clean(self.base_epsilon),
                 "repetition": clean(self.repetition_epsilon),
                 "adaptivity": clean(self.adaptivity_epsilon),
+                "charged_runs": clean(self.charged_epsilon),
             },
+            "charged_runs": self.charged_runs,
             **self.search.describe(),
             "base_mechanism": self.base_label,
             "methods": {name: clean(eps) for name, eps in self.methods.items()},
@@ -173,8 +181,16 @@ class PrivacyConfig:
     def __post_init__(self) -> None:
         _check_delta(self.delta)
 
-    def account(self) -> PrivacyReport:
-        """The search's total (ε, δ) with its breakdown."""
+    def account(self, charged_runs: int = 0) -> PrivacyReport:
+        """The search's total (ε, δ) with its breakdown.
+
+        Args:
+            charged_runs: Lost attempts to charge on top (see :func:`~dphypo.privacy.charged.account_charged`).
+        """
+        if charged_runs:
+            from dphypo.privacy.charged import account_charged  # imports this module: keep it lazy
+
+            return account_charged(self.base, self.search, self.delta, charged_runs, profile=self.profile)
         return account(self.base, self.search, self.delta, profile=self.profile)
 
 
@@ -346,10 +362,10 @@ def calibrate_sigma(
         profile = None if profile_for_sigma is None else profile_for_sigma(sigma)
         return account(curve_for_sigma(sigma), search, delta, profile=profile)
 
-    def excess(log_sigma: float) -> float:
+    def epsilon_at(sigma: float) -> float:
         nonlocal evaluations
         evaluations += 1
-        return report_at(math.exp(log_sigma)).epsilon - target_epsilon
+        return report_at(sigma).epsilon
 
     # The σ → ∞ limit: a data-independent candidate (zero RDP curve); binomial T has only the profile route.
     if isinstance(search.run_count, Binomial):
@@ -363,21 +379,63 @@ def calibrate_sigma(
             f"least epsilon={floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
             "lower E[T], or narrow [c, C]"
         )
+    top = report_at(sigma_bounds[1]).epsilon  # parts of the run that do not shrink with σ (e.g. score noise)
+    if top > target_epsilon:
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} is unreachable: even sigma={sigma_bounds[1]:g} gives "
+            f"epsilon={top:.4g}; the per-run mechanism has a part that does not shrink with sigma (e.g. the score "
+            "noise): raise epsilon or add more noise to that part"
+        )
+    sigma = smallest_sigma(epsilon_at, target_epsilon, rtol=rtol, sigma_bounds=sigma_bounds)
+    report = report_at(sigma)
+    if report.epsilon > target_epsilon:  # pragma: no cover - smallest_sigma guarantees this
+        raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
+    return CalibrationResult(sigma, report, 0.0 if sigma == sigma_bounds[0] else sigma * rtol, evaluations)
+
+
+def smallest_sigma(
+    epsilon_at: Callable[[float], float],
+    target_epsilon: float,
+    *,
+    rtol: float = 1e-4,
+    sigma_bounds: tuple[float, float] = (1e-2, 1e4),
+) -> float:
+    """The smallest σ (to ``rtol``, on the conservative side) with ``epsilon_at(σ) ≤ target_epsilon``.
+
+    The root finding of :func:`calibrate_sigma`, for any total ε(σ) that is continuous and non-increasing in σ
+    (e.g. the Koskela-Kulkarni total of :mod:`dphypo.privacy.subsampled`): a bracket grown geometrically from
+    σ = 1, Brent's method in log σ, then the root plus Brent's error bound, stepped up until the target is met.
+    The caller checks that the target is reachable at all (the σ → ∞ limit).
+
+    Args:
+        epsilon_at: Total ε as a function of σ.
+        target_epsilon: The target.
+        rtol: Relative tolerance on σ, in (0, 0.1).
+        sigma_bounds: Smallest and largest σ considered (``sigma_bounds[0]`` is returned when it already meets
+            the target).
+
+    Returns:
+        σ with ``epsilon_at(σ) ≤ target_epsilon``.
+
+    Raises:
+        CalibrationError: The target needs σ above ``sigma_bounds[1]``.
+    """
+    if not (0.0 < rtol < 0.1):
+        raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
+
+    def excess(log_sigma: float) -> float:
+        return epsilon_at(math.exp(log_sigma)) - target_epsilon
+
     lo, hi = _bracket(excess, sigma_bounds, target_epsilon)
     if lo is None:
-        sigma = sigma_bounds[0]
-        return CalibrationResult(sigma, report_at(sigma), 0.0, evaluations)
+        return sigma_bounds[0]
     # Tolerance in log σ is a relative tolerance in σ.
     xtol = math.log1p(rtol)
     root = optimize.brentq(excess, lo, hi, xtol=xtol / 2.0, rtol=4 * np.finfo(float).eps)
     log_sigma = min(hi, root + xtol / 2.0)
     while excess(log_sigma) > 0.0:  # guard against non-smoothness from the order grid
         log_sigma = min(hi, log_sigma + xtol / 2.0)
-    sigma = math.exp(log_sigma)
-    report = report_at(sigma)
-    if report.epsilon > target_epsilon:  # pragma: no cover - the loop above guarantees this
-        raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
-    return CalibrationResult(sigma, report, sigma * rtol, evaluations)
+    return math.exp(log_sigma)
 
 
 def _bracket(

@@ -31,24 +31,27 @@ non-Poisson (e.g. fixed-size) tuning subsets; privacy-profile (hockey-stick) ver
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from scipy import special
 
-from dphypo.privacy.accountant import SearchPrivacy
+from dphypo.privacy.accountant import CalibrationError, SearchPrivacy, smallest_sigma
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
-from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp
+from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, zero_rdp
 from dphypo.privacy.tuning import tuning_rdp
 
 __all__ = [
     "DEFAULT_MAX_ORDER",
     "DpSgdHyperparameters",
+    "SubsampledCalibration",
     "SubsampledScopeError",
     "SubsampledTuningReport",
     "accounting_orders",
+    "calibrate_subsampled_sigma",
     "dpsgd_subsampled_tuning",
     "koskela_kulkarni_theorem1",
     "nominal_set_sizes",
@@ -307,6 +310,7 @@ def subsampled_tuning(
     *,
     final: RdpCurve | None = None,
     max_order: int = DEFAULT_MAX_ORDER,
+    charged_runs: int = 0,
 ) -> SubsampledTuningReport:
     """Total (ε, δ) of KK 2023 subsampled tuning (variant 1: Thm 1; variant 2: Zhu–Wang + composition).
 
@@ -320,6 +324,9 @@ def subsampled_tuning(
         final: RDP curve of the final run, valid for every reachable t₂ (default: ``candidate``, as KK's
             transfer keeps σ, γ, T and C).
         max_order: Largest integer order.
+        charged_runs: Lost attempts of the search on X₁ (:mod:`dphypo.privacy.charged`), each charged as one more
+            candidate run on X₁: ε_tune becomes the RDP composition of the search with ``charged_runs`` × the
+            candidate curve (still a mechanism of X₁ alone, as KK Thm 1 needs).
 
     Returns:
         The report.
@@ -330,6 +337,9 @@ def subsampled_tuning(
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     final = candidate if final is None else final
     tune, theorem = tuning_curve(candidate, search, max_order=max_order)
+    if charged_runs:
+        lost = RdpCurve(tune.orders, _integer_values(candidate, max_order), None, candidate.label)
+        tune, theorem = compose(tune, lost.repeated(charged_runs)), f"{theorem} + {charged_runs} charged attempt(s)"
     if variant == 1:
         total = koskela_kulkarni_theorem1(tune, final, tuning_rate, max_order=max_order)
     else:
@@ -365,6 +375,74 @@ def dpsgd_subsampled_tuning(
     """:func:`subsampled_tuning` for DP-SGD candidates and a final run with the same (σ, γ, T) (KK 3.2)."""
     candidate = dpsgd_rdp(sigma, sample_rate, steps, orders=accounting_orders(max_order))
     return subsampled_tuning(candidate, search, tuning_rate, variant, delta, max_order=max_order)
+
+
+@dataclass(frozen=True)
+class SubsampledCalibration:
+    """A noise multiplier σ whose subsampled tuning meets a total ε, with the report at σ."""
+
+    sigma: float
+    report: SubsampledTuningReport
+    evaluations: int
+
+
+def calibrate_subsampled_sigma(
+    target_epsilon: float,
+    delta: float,
+    search: SearchPrivacy,
+    tuning_rate: float,
+    variant: Variant,
+    candidate_for_sigma: Callable[[float], RdpCurve],
+    final_for_sigma: Callable[[float], RdpCurve],
+    *,
+    max_order: int = DEFAULT_MAX_ORDER,
+    rtol: float = 1e-4,
+) -> SubsampledCalibration:
+    """The smallest σ (to ``rtol``) whose :func:`subsampled_tuning` total meets ``target_epsilon``.
+
+    One σ for every tuning run and the final run. Every step (DP-SGD RDP, the tuning theorem, KK Thm 1 /
+    Zhu–Wang, composition, the conversion) is non-increasing in σ, so the root finding of
+    :func:`~dphypo.privacy.accountant.smallest_sigma` applies.
+
+    Args:
+        target_epsilon: Total ε of tuning plus the final run.
+        delta: δ ∈ (0, 1).
+        search: T distribution and density bounds of the search on X₁.
+        tuning_rate: q ∈ (0, 1).
+        variant: 1 or 2.
+        candidate_for_sigma: Per-candidate RDP curve at σ, on :func:`accounting_orders` (``max_order``).
+        final_for_sigma: RDP curve of the final run at σ, same grid.
+        max_order: Largest integer order.
+        rtol: Relative tolerance on σ.
+
+    Returns:
+        The calibration.
+
+    Raises:
+        CalibrationError: Even infinite noise (zero curves) exceeds the target.
+    """
+    if not (isinstance(target_epsilon, (int, float)) and math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {target_epsilon!r}")
+    zero = zero_rdp(accounting_orders(max_order))
+    floor = subsampled_tuning(zero, search, tuning_rate, variant, delta, final=zero, max_order=max_order).epsilon
+    if floor >= target_epsilon:
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} is unreachable: subsampled tuning (q={tuning_rate:g}, variant "
+            f"{variant}) costs at least epsilon={floor:.4g} even with infinite noise; raise epsilon or lower E[T]"
+        )
+    evaluations = 0
+
+    def report_at(sigma: float) -> SubsampledTuningReport:
+        return subsampled_tuning(candidate_for_sigma(sigma), search, tuning_rate, variant, delta,
+                                 final=final_for_sigma(sigma), max_order=max_order)
+
+    def epsilon_at(sigma: float) -> float:
+        nonlocal evaluations
+        evaluations += 1
+        return report_at(sigma).epsilon
+
+    sigma = smallest_sigma(epsilon_at, target_epsilon, rtol=rtol)
+    return SubsampledCalibration(sigma, report_at(sigma), evaluations)
 
 
 # -- hyperparameter transfer (KK Sec. 3.2) -------------------------------------------------------------------

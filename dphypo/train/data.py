@@ -18,11 +18,19 @@ import pickle
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar, Literal
 
 import numpy as np
 
-__all__ = ["DATASETS", "DATASET_INPUT_SHAPES", "Splits", "load_dataset", "read_cifar_batch", "read_idx"]
+__all__ = [
+    "DATASETS",
+    "DATASET_INPUT_SHAPES",
+    "DataSubset",
+    "Splits",
+    "load_dataset",
+    "read_cifar_batch",
+    "read_idx",
+]
 
 #: Names accepted by :func:`load_dataset`.
 DATASETS: tuple[str, ...] = ("digits", "mnist-subset", "mnist", "fashion-mnist", "cifar10")
@@ -92,6 +100,69 @@ class Splits:
             f"Splits({self.name!r}, train={len(self.y_train)}, val={len(self.y_val)}, test={len(self.y_test)}, "
             f"input_shape={self.input_shape}, num_classes={self.num_classes})"
         )
+
+
+#: Which part of a Poisson subsample a :class:`DataSubset` selects.
+SubsetPart = Literal["tune", "rest", "all"]
+# Independent streams (SeedSequence spawn keys) for the training and validation masks.
+_TRAIN_MASK_STREAM, _VAL_MASK_STREAM = range(2)
+
+
+@dataclass(frozen=True)
+class DataSubset:
+    """A data-independent Poisson subsample of the training and validation splits (Koskela & Kulkarni 2023, Sec.
+    3.1: the tuning set X₁ keeps each record independently with probability ``rate``).
+
+    Record ``i`` of a split of size n is in X₁ iff ``U_i < rate``, with ``U`` drawn from a stream of ``seed``
+    (one stream per split): the draw depends only on the public split sizes and the seed, never on the data.
+    ``part`` selects X₁ (``"tune"``), its complement X \\ X₁ (``"rest"``, KK variant 1's final training set) or
+    everything (``"all"``, variant 2). The realised sizes are random; plans use :meth:`nominal_size`.
+
+    Args:
+        rate: Poisson rate q ∈ (0, 1).
+        seed: Seed of the masks (≥ 0); keep it secret with the release (X₁'s indices are not published).
+        part: ``"tune"``, ``"rest"`` or ``"all"``.
+    """
+
+    rate: float
+    seed: int
+    part: SubsetPart = "tune"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.rate, (int, float)) and 0.0 < self.rate < 1.0):
+            raise ValueError(f"rate must be in (0, 1), got {self.rate!r}")
+        if not (isinstance(self.seed, (int, np.integer)) and self.seed >= 0):
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.part not in ("tune", "rest", "all"):
+            raise ValueError(f"part must be 'tune', 'rest' or 'all', got {self.part!r}")
+
+    def mask(self, size: int, *, split: Literal["train", "val"] = "train") -> np.ndarray:
+        """Boolean mask over a split of ``size`` records, shape ``(size,)``: the records of :attr:`part`."""
+        if not (isinstance(size, (int, np.integer)) and size >= 0):
+            raise ValueError(f"size must be a non-negative integer, got {size!r}")
+        if split not in ("train", "val"):
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        stream = _TRAIN_MASK_STREAM if split == "train" else _VAL_MASK_STREAM
+        uniforms = np.random.default_rng(np.random.SeedSequence(int(self.seed), spawn_key=(stream,))).random(size)
+        in_tuning_set = uniforms < self.rate
+        if self.part == "tune":
+            return in_tuning_set
+        return ~in_tuning_set if self.part == "rest" else np.ones(size, dtype=bool)
+
+    def nominal_size(self, size: int) -> int:
+        """The public size used for plans: ``round(q·n)`` (tune), ``n − round(q·n)`` (rest) or ``n`` (all)."""
+        tuning = round(self.rate * size)
+        return tuning if self.part == "tune" else size - tuning if self.part == "rest" else size
+
+    def select(self, splits: Splits) -> Splits:
+        """``splits`` with the training and validation splits restricted to :attr:`part` (test kept)."""
+        train = self.mask(len(splits.y_train), split="train")
+        val = self.mask(len(splits.y_val), split="val")
+        arrays = [splits.x_train[train], splits.y_train[train], splits.x_val[val], splits.y_val[val]]
+        for array in arrays:
+            array.flags.writeable = False
+        return Splits(*arrays, splits.x_test, splits.y_test, name=splits.name, num_classes=splits.num_classes,
+                      input_shape=splits.input_shape, source=splits.source)
 
 
 def load_dataset(

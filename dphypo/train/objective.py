@@ -8,11 +8,14 @@ the run's DP output (privacy rule 4). A diverged run (non-finite loss or paramet
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,9 @@ limit_torch_threads()
 
 import torch  # noqa: E402  (after the thread limit, on purpose)
 from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
-from dphypo.train.data import DATASET_INPUT_SHAPES, DATASETS, Splits, load_dataset  # noqa: E402
+from dphypo.train.data import DATASET_INPUT_SHAPES, DATASETS, DataSubset, Splits, load_dataset  # noqa: E402
 from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS, default_model, make_model  # noqa: E402
 from dphypo.train.private import (  # noqa: E402
     INIT_STREAM,
@@ -205,6 +208,8 @@ class DPSGDObjective:
         optimizer: ``"sgd"`` (plain SGD, momentum 0, as in DP-HyPO App. E) or ``"adam"``.
         val_fraction: Validation fraction of the split.
         test_fraction: Test fraction of the split (datasets without an official test set).
+        subset: Train and score on a Poisson subsample only (:class:`~dphypo.train.data.DataSubset`; KK 2023
+            subsampled tuning, see :meth:`with_subset`). ``None``: the whole training and validation splits.
 
     Calling it with ``(params, run)`` reads ``params["lr"]`` (> 0) and ``params["clip"]`` (> 0); any other key is
     an error, because a searched hyperparameter the objective ignored (e.g. a batch size, which would change the
@@ -220,8 +225,11 @@ class DPSGDObjective:
     optimizer: str = "sgd"
     val_fraction: float = 0.2
     test_fraction: float = 0.2
+    subset: DataSubset | None = None
 
     def __post_init__(self) -> None:
+        if self.subset is not None and not isinstance(self.subset, DataSubset):
+            raise TypeError(f"subset must be a DataSubset or None, got {self.subset!r}")
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {self.dataset!r}")
         if self.model is None:
@@ -252,6 +260,25 @@ class DPSGDObjective:
             test_fraction=self.test_fraction,
         )
 
+    def with_subset(self, subset: DataSubset) -> DPSGDObjective:
+        """The same objective restricted to one part of a Poisson subsample (the subsampled-tuning protocol of
+        :func:`dphypo.tune`): every run trains on the subset's training records and scores on its validation
+        records only; no other record reaches the run. The plan's ``n_train``/``n_val`` must then be the subset's
+        *nominal* sizes (:meth:`~dphypo.train.data.DataSubset.nominal_size`): the realised sizes are random, and
+        the DP-SGD loader is given exactly ``plan.batches_per_epoch`` batches so that Opacus samples every
+        realised record with the planned rate ``plan.sample_rate`` whatever the realised size.
+        """
+        if not isinstance(subset, DataSubset):
+            raise TypeError(f"subset must be a DataSubset, got {subset!r}")
+        return replace(self, subset=subset)
+
+    def training_splits(self) -> Splits:
+        """The splits the runs use: :meth:`splits` restricted to :attr:`subset` (cached), or all of them."""
+        if self.subset is None:
+            return self.splits()
+        return _subset_splits(self.dataset, self.data_dir, int(self.data_seed), float(self.val_fraction),
+                              float(self.test_fraction), self.subset)
+
     def __call__(self, params: dict[str, Any], run: Run) -> tuple[float, TrainedModel]:
         """Train with DP-SGD under ``run.plan`` and return ``(private validation accuracy, trained model)``.
 
@@ -265,17 +292,19 @@ class DPSGDObjective:
         plan = run.plan
         if not isinstance(plan, DPSGDPlan):
             raise ValueError("the run has no DPSGDPlan: pass plan= to the Tuner (dphypo.tune does it for you)")
-        splits = self.splits()
+        splits = self.training_splits()
         self._check_sizes(splits, plan)
         device = _resolve_device(self.device)
         model = make_model(self.model, num_classes=splits.num_classes, seed=run_stream_seed(run.seed, INIT_STREAM))
         model = model.to(device)
         optimizer = (torch.optim.SGD if self.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
-        loader = DataLoader(
-            TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train)),
-            batch_size=plan.batch_size,
-            generator=torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM)),
-        )
+        generator = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
+        dataset = TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train))
+        if self.subset is None:
+            loader = DataLoader(dataset, batch_size=plan.batch_size, generator=generator)
+        else:  # Opacus's rate is 1/len(loader): pin it to the plan's, independent of the realised subset size
+            loader = DataLoader(dataset, batch_sampler=_PlannedBatches(len(dataset), plan.batches_per_epoch),
+                                generator=generator)
         wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=clip)
         _train(wrapped, optimizer, dp_loader, plan.epochs, device)
         trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
@@ -300,12 +329,48 @@ class DPSGDObjective:
 
     def _check_sizes(self, splits: Splits, plan: DPSGDPlan) -> None:
         sizes = (len(splits.y_train), len(splits.y_val))
+        if self.subset is not None:
+            full = self.splits()
+            sizes = (self.subset.nominal_size(len(full.y_train)), self.subset.nominal_size(len(full.y_val)))
+            if plan.n_train != sizes[0] or (plan.n_val is not None and plan.n_val != sizes[1]):
+                raise ValueError(
+                    f"plan.n_train/n_val must be the subset's nominal sizes {sizes}, got ({plan.n_train}, "
+                    f"{plan.n_val}): the realised subset sizes are random and must not set the sampling rate"
+                )
+            return
         n_val = sizes[1] if plan.n_val is None else plan.n_val
         if sizes != (plan.n_train, n_val):
             raise ValueError(
                 f"plan.n_train/n_val must be the split sizes {sizes}, got ({plan.n_train}, {plan.n_val}); "
                 "build the plan with DPSGDPlan.from_splits(objective.splits(), ...)"
             )
+
+
+@lru_cache(maxsize=4)
+def _subset_splits(dataset: str, data_dir: str | None, data_seed: int, val_fraction: float, test_fraction: float,
+                   subset: DataSubset) -> Splits:
+    full = load_dataset(dataset, data_dir=data_dir, seed=data_seed, val_fraction=val_fraction,
+                        test_fraction=test_fraction)
+    return subset.select(full)
+
+
+class _PlannedBatches(Sampler[list[int]]):
+    """``batches`` consecutive index chunks over ``size`` records: a loader of the planned length.
+
+    Only its length matters to Opacus (``sample_rate = 1/len(loader)``; its DPDataLoader draws its own Poisson
+    batches over the whole dataset); iterating it without Opacus still visits every record once.
+    """
+
+    def __init__(self, size: int, batches: int) -> None:
+        self.size, self.batches = int(size), int(batches)
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        bounds = np.linspace(0, self.size, self.batches + 1).round().astype(int)
+        for lo, hi in itertools.pairwise(bounds):
+            yield list(range(lo, hi))
 
 
 def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:

@@ -13,6 +13,7 @@ from dphypo.privacy import (
     account,
     account_pure,
     calibrate_dpsgd_sigma,
+    calibrate_sigma,
     dpsgd_rdp,
     gaussian_rdp,
     geometric,
@@ -91,3 +92,10 @@ def test_calibration_validation() -> None:
         calibrate_dpsgd_sigma(-1.0, 1e-5, Q, 100, search)
     with pytest.raises(ValueError, match="sample_rate"):
         calibrate_dpsgd_sigma(8.0, 1e-5, 2.0, 100, search)
+
+
+def test_a_sigma_independent_part_that_exceeds_the_target_is_reported_as_such() -> None:
+    # The per-run curve = DP-SGD(σ) + a fixed Gaussian score release that alone costs more than the target.
+    search = SearchPrivacy(geometric(0.1))
+    with pytest.raises(CalibrationError, match="does not shrink with sigma"):
+        calibrate_sigma(1.0, 1e-5, search, lambda s: dpsgd_rdp(s, Q, 100) + gaussian_rdp(0.5))

@@ -15,15 +15,18 @@ import pytest
 
 from dphypo.privacy import (
     AdaptivePoissonError,
+    CalibrationError,
     Poisson,
     RdpCurve,
     SearchPrivacy,
     TruncatedNegativeBinomial,
+    compose,
     delta_from_rdp,
     dphypo_theorem1,
     dpsgd_rdp,
     epsilon_from_rdp,
     gaussian_rdp,
+    zero_rdp,
 )
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.subsampled import (
@@ -31,6 +34,7 @@ from dphypo.privacy.subsampled import (
     SubsampledScopeError,
     _theorem1_components,
     accounting_orders,
+    calibrate_subsampled_sigma,
     dpsgd_subsampled_tuning,
     koskela_kulkarni_theorem1,
     nominal_set_sizes,
@@ -273,3 +277,45 @@ def test_transfer_keeps_the_injected_noise_distribution() -> None:
         )
 
     assert noise_var(final, n) == pytest.approx(noise_var(tuned, m), rel=1e-12)
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+def test_calibration_recovers_the_sigma_of_a_known_total(variant: int) -> None:
+    """Round trip in the notes' Fig. 1 setting (γ = 0.01, T = 5000, Poisson μ = 15, q = 0.1): the total at σ = 2
+    is the target, so the calibrated σ must be 2 (to rtol, never below)."""
+    search, orders = SearchPrivacy(Poisson(15.0)), accounting_orders(64)
+
+    def curve(s: float) -> RdpCurve:
+        return dpsgd_rdp(s, 0.01, 5000, orders=orders)
+
+    target = subsampled_tuning(curve(2.0), search, 0.1, variant, 1e-5, max_order=64).epsilon
+    cal = calibrate_subsampled_sigma(target, 1e-5, search, 0.1, variant, curve, curve, max_order=64, rtol=1e-5)
+    assert 2.0 <= cal.sigma <= 2.0 * (1 + 2e-5)
+    assert cal.report.epsilon <= target and cal.report.variant == variant
+
+
+def test_calibration_refuses_an_unreachable_target() -> None:
+    search, orders = SearchPrivacy(Poisson(15.0)), accounting_orders(32)
+
+    def curve(s: float) -> RdpCurve:
+        return dpsgd_rdp(s, 0.01, 100, orders=orders)
+
+    floor = subsampled_tuning(zero_rdp(orders), search, 0.5, 1, 1e-5, final=zero_rdp(orders), max_order=32).epsilon
+    assert floor > 0.0
+    with pytest.raises(CalibrationError, match="unreachable"):
+        calibrate_subsampled_sigma(floor * 0.99, 1e-5, search, 0.5, 1, curve, curve, max_order=32)
+    cal = calibrate_subsampled_sigma(floor + 0.5, 1e-5, search, 0.5, 1, curve, curve, max_order=32)
+    assert cal.report.epsilon <= floor + 0.5
+
+
+def test_charged_attempts_compose_into_the_tuning_curve() -> None:
+    orders = accounting_orders(32)
+    candidate = dpsgd_rdp(2.0, 0.01, 1000, orders=orders)
+    search = SearchPrivacy(Poisson(5.0))
+    plain = subsampled_tuning(candidate, search, 0.1, 1, 1e-5, max_order=32)
+    charged = subsampled_tuning(candidate, search, 0.1, 1, 1e-5, max_order=32, charged_runs=2)
+    tune, _ = tuning_curve(candidate, search, max_order=32)
+    lost = RdpCurve(tune.orders, 2 * candidate.epsilons[np.isin(candidate.orders, tune.orders)], None)
+    expected = koskela_kulkarni_theorem1(compose(tune, lost), candidate, 0.1, max_order=32)
+    np.testing.assert_allclose(charged.curve.epsilons, expected.epsilons)
+    assert charged.epsilon > plain.epsilon and "charged" in charged.tuning_theorem

@@ -1,0 +1,595 @@
+"""Executors: where the runs of a search (or the repeats of a simulation) are evaluated.
+
+An executor evaluates ``fn(item)`` for a list of items, up to :attr:`~Executor.workers` at a time, and returns
+the results in *item* order, so a search releases the same run whichever executor evaluated it. Three are
+provided: :class:`SequentialExecutor` (in this process, the default), :class:`ProcessExecutor` (a local spawn
+process pool, one torch thread and optionally one GPU per worker) and :class:`RayExecutor` (a local or remote
+Ray cluster; ``pip install 'dphypo[ray]'``).
+
+Failures come in two kinds, and the privacy accounting treats them differently:
+
+* ``fn`` raised: the exception belongs to the caller (a run that failed *because of the data* is handled inside
+  ``fn`` and never gets here; see :class:`dphypo.tuner.DataFailure`). It is not retried; the items already in
+  flight finish, then the exception is re-raised with its original type.
+* the worker died (killed by a signal, ``os._exit``, a segfault, the OOM killer, a lost node): an
+  infrastructure failure. The attempt is reported through ``on_lost(index, attempt)``, because it may have
+  touched the data and the caller must charge it to the privacy budget, and the item is resubmitted, up to
+  ``max_attempts`` attempts, after which :class:`WorkerLost` is raised. This is also why the executors never
+  let a backend retry silently (Ray tasks run with ``max_retries=0``): an unreported retry is an unaccounted
+  run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import multiprocessing
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+__all__ = [
+    "EXECUTORS",
+    "Executor",
+    "ProcessExecutor",
+    "RayExecutor",
+    "SequentialExecutor",
+    "WorkerLost",
+    "executor_scope",
+    "make_executor",
+    "visible_gpus",
+]
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+#: Names :func:`make_executor` accepts.
+EXECUTORS: tuple[str, ...] = ("sequential", "process", "ray")
+
+#: Object-store size of a Ray instance this module starts (Ray's default took 7.5 GB on a 24 GB machine).
+RAY_OBJECT_STORE_BYTES = 256 * 1024**2
+
+#: Thread-count variables set for every worker process (OpenMP, MKL, OpenBLAS read them when loaded).
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class WorkerLost(RuntimeError):
+    """An item's worker died on every one of its attempts (an infrastructure failure, not the data's).
+
+    Attributes:
+        index: Position of the item in the ``items`` passed to :meth:`Executor.run`.
+        attempts: How many attempts were lost.
+    """
+
+    def __init__(self, index: int, attempts: int) -> None:
+        super().__init__(f"item {index} lost its worker on all {attempts} attempts")
+        self.index = index
+        self.attempts = attempts
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Evaluates a function on many items, up to :attr:`workers` at a time (a context manager)."""
+
+    workers: int
+
+    def run(
+        self,
+        fn: Callable[[A], R],
+        items: Sequence[A],
+        *,
+        on_result: Callable[[int, R], None] | None = None,
+        on_lost: Callable[[int, int], None] | None = None,
+        max_attempts: int = 3,
+    ) -> list[R]:
+        """``[fn(item) for item in items]``, evaluated by the executor's workers.
+
+        Args:
+            fn: The function (picklable for process and Ray executors: a module-level function or an instance
+                of a module-level class).
+            items: Its arguments (picklable likewise).
+            on_result: Called in the calling process as ``on_result(index, result)`` when an item finishes
+                (completion order), e.g. to journal a finished run at once.
+            on_lost: Called in the calling process as ``on_lost(index, attempt)`` (attempt counts from 1) for
+                every attempt lost with its worker, before the item is resubmitted.
+            max_attempts: Attempts per item, ≥ 1; an item that lost that many raises :class:`WorkerLost`.
+
+        Returns:
+            The results, in item order.
+
+        Raises:
+            WorkerLost: An item lost ``max_attempts`` workers.
+            Exception: The first (by item index) exception raised by ``fn``, with its type, after the items in
+                flight finished.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the workers (idempotent)."""
+        ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+
+class _ExecutorBase:
+    """Context-manager plumbing shared by the executors."""
+
+    workers: int
+
+    def close(self) -> None:  # pragma: no cover - overridden where there is something to release
+        """Release the workers (idempotent)."""
+
+    def __enter__(self) -> _ExecutorBase:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(workers={self.workers})"
+
+
+def _check_workers(workers: int | None) -> None:
+    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+        raise ValueError(f"workers must be a positive integer or None, got {workers!r}")
+
+
+def _check_attempts(max_attempts: int) -> None:
+    if not (isinstance(max_attempts, int) and max_attempts >= 1):
+        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+
+
+class _Ledger:
+    """Book-keeping of one :meth:`Executor.run`: pending items, attempts, results and failures."""
+
+    def __init__(
+        self,
+        n: int,
+        on_result: Callable[[int, Any], None] | None,
+        on_lost: Callable[[int, int], None] | None,
+        max_attempts: int,
+    ) -> None:
+        _check_attempts(max_attempts)
+        self.results: list[Any] = [None] * n
+        self.pending: deque[int] = deque(range(n))
+        self.attempts = [0] * n
+        self.failures: dict[int, BaseException] = {}
+        self._on_result, self._on_lost, self._max_attempts = on_result, on_lost, max_attempts
+
+    def next_item(self) -> int | None:
+        """The next item to submit (starting its next attempt), or ``None``: nothing left, or a failure
+        occurred (the items in flight finish, nothing new starts)."""
+        if self.failures or not self.pending:
+            return None
+        index = self.pending.popleft()
+        self.attempts[index] += 1
+        return index
+
+    def finished(self, index: int, result: Any) -> None:
+        self.results[index] = result
+        if self._on_result is not None:
+            self._on_result(index, result)
+
+    def raised(self, index: int, error: BaseException) -> None:
+        self.failures[index] = error
+
+    def lost(self, indices: Sequence[int], cause: BaseException) -> None:
+        """Report lost attempts (in index order) and queue them again, first, unless attempts are exhausted."""
+        retry = []
+        for index in sorted(indices):
+            if self._on_lost is not None:
+                self._on_lost(index, self.attempts[index])
+            if self.attempts[index] >= self._max_attempts:
+                error = WorkerLost(index, self.attempts[index])
+                error.__cause__ = cause
+                self.failures[index] = error
+            else:
+                retry.append(index)
+        self.pending.extendleft(reversed(retry))
+
+    def outcome(self) -> list[Any]:
+        """The results, or the first failure by item index."""
+        if self.failures:
+            raise self.failures[min(self.failures)]
+        return self.results
+
+
+def _call_in_worker(fn: Callable[[A], R], item: A) -> R:
+    """``fn(item)`` in a worker, with torch limited to its intra-op thread count if ``fn`` imported torch."""
+    if "torch" in sys.modules:
+        from dphypo._threads import limit_torch_threads
+
+        limit_torch_threads()
+    return fn(item)
+
+
+# --------------------------------------------------------------------------------------------- sequential
+class SequentialExecutor(_ExecutorBase):
+    """Evaluates the items one by one in this process, in item order (``workers = 1``; the default).
+
+    Nothing is pickled; a fatal crash takes the calling process with it, so ``on_lost`` is never called.
+    """
+
+    def __init__(self) -> None:
+        self.workers = 1
+
+    def run(
+        self,
+        fn: Callable[[A], R],
+        items: Sequence[A],
+        *,
+        on_result: Callable[[int, R], None] | None = None,
+        on_lost: Callable[[int, int], None] | None = None,
+        max_attempts: int = 3,
+    ) -> list[R]:
+        """See :meth:`Executor.run`; an exception raised by ``fn`` propagates at once (nothing else is in flight)."""
+        _check_attempts(max_attempts)
+        results = []
+        for index, item in enumerate(items):
+            results.append(fn(item))
+            if on_result is not None:
+                on_result(index, results[-1])
+        return results
+
+
+# ------------------------------------------------------------------------------------------------ process
+def visible_gpus() -> list[str]:
+    """Ids of the GPUs this process may use, without initialising CUDA (and without importing torch).
+
+    ``$CUDA_VISIBLE_DEVICES`` when set (its entries up to the first invalid one, as CUDA reads it); otherwise
+    ``torch.cuda.device_count()`` when torch is already imported (it does not create a CUDA context), otherwise
+    the NVIDIA driver's ``/proc/driver/nvidia/gpus`` entries. Entries are returned as strings because they are
+    written into a worker's ``CUDA_VISIBLE_DEVICES``, where a UUID is as valid as an index.
+
+    Returns:
+        The ids; empty without a GPU.
+    """
+    torch = sys.modules.get("torch")
+    count = None if torch is None else int(torch.cuda.device_count())
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        entries = [entry.strip() for entry in listed.split(",")]
+        ids = list(itertools.takewhile(lambda entry: entry != "" and not entry.startswith("-"), entries))
+        return ids if count is None else ids[:count]
+    if count is None:
+        with contextlib.suppress(OSError):
+            count = len(os.listdir("/proc/driver/nvidia/gpus"))
+    return [str(k) for k in range(count or 0)]
+
+
+def _thread_count() -> str:
+    """Intra-op threads per worker: ``$DPHYPO_TORCH_THREADS`` or 1 (see :mod:`dphypo._threads`)."""
+    return os.environ.get("DPHYPO_TORCH_THREADS", "1")
+
+
+@contextlib.contextmanager
+def _worker_environment(threads: str) -> Iterator[None]:
+    """Set the thread-count variables while worker processes are spawned (they inherit the environment).
+
+    The variables must be in place before the worker imports numpy or torch, and a spawned worker may import
+    them before any initializer runs (when it re-imports the parent's ``__main__``), so they are set here, in
+    the parent, around the submissions that spawn workers, then restored.
+    """
+    saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(_THREAD_VARIABLES, threads))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _init_worker(threads: str, gpu_ids: Any) -> None:
+    """Pool initializer: thread counts, then one GPU id from the queue (before anything initialises CUDA)."""
+    os.environ.update(dict.fromkeys(_THREAD_VARIABLES, threads))
+    if gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_ids.get(timeout=60)
+    if "torch" in sys.modules:
+        from dphypo._threads import limit_torch_threads
+
+        limit_torch_threads()
+
+
+class ProcessExecutor(_ExecutorBase):
+    """A local pool of spawned worker processes, one torch thread each and, with GPUs, one GPU each.
+
+    Workers are started with the ``spawn`` method, never ``fork``: the parent may hold torch/OpenMP state that a
+    forked child must not inherit. ``fn`` and the items must therefore be picklable (module-level functions,
+    instances of module-level classes; not lambdas or closures). The pool lives across :meth:`run` calls (its
+    workers keep their imports warm) until :meth:`close`; a worker death breaks the whole pool, so every item in
+    flight is reported lost and a fresh pool takes over.
+
+    Args:
+        workers: Processes (default: one per GPU if there are GPUs, else ``os.cpu_count()``).
+        gpus: GPU ids to hand out, one per worker (round-robin when there are more workers than ids) through
+            the worker's ``CUDA_VISIBLE_DEVICES``; default :func:`visible_gpus`; ``[]`` hands out none.
+    """
+
+    def __init__(self, workers: int | None = None, *, gpus: Sequence[int | str] | None = None) -> None:
+        _check_workers(workers)
+        if gpus is None:
+            gpus = visible_gpus()
+        elif isinstance(gpus, str) or not all(
+            (isinstance(g, int) and not isinstance(g, bool) and g >= 0) or (isinstance(g, str) and g.strip())
+            for g in gpus
+        ):
+            raise ValueError(f"gpus must be a sequence of non-negative ints or device ids, got {gpus!r}")
+        self.gpus = [str(g).strip() for g in gpus]
+        self.workers = workers or len(self.gpus) or os.cpu_count() or 1
+        self._context = multiprocessing.get_context("spawn")
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        gpu_ids = None
+        if self.gpus:
+            gpu_ids = self._context.Queue()
+            for slot in range(self.workers):
+                gpu_ids.put(self.gpus[slot % len(self.gpus)])
+        return ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=self._context,
+            initializer=_init_worker,
+            initargs=(_thread_count(), gpu_ids),
+        )
+
+    def run(
+        self,
+        fn: Callable[[A], R],
+        items: Sequence[A],
+        *,
+        on_result: Callable[[int, R], None] | None = None,
+        on_lost: Callable[[int, int], None] | None = None,
+        max_attempts: int = 3,
+    ) -> list[R]:
+        """See :meth:`Executor.run`. A worker death loses (and reports) every item in flight."""
+        ledger = _Ledger(len(items), on_result, on_lost, max_attempts)
+        in_flight: dict[Future, int] = {}
+        try:
+            while True:
+                self._submit(fn, items, ledger, in_flight)
+                if not in_flight:
+                    return ledger.outcome()
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                if any(isinstance(future.exception(), BrokenProcessPool) for future in done):
+                    # The whole pool is gone: every other future is failing too (or has just finished).
+                    done, _ = wait(in_flight)
+                lost = []
+                for future in sorted(done, key=in_flight.__getitem__):
+                    index, error = in_flight.pop(future), future.exception()
+                    if error is None:
+                        ledger.finished(index, future.result())
+                    elif isinstance(error, BrokenProcessPool):
+                        lost.append(index)
+                    else:
+                        ledger.raised(index, error)
+                if lost:
+                    self._discard_pool(wait_for_workers=True)
+                    ledger.lost(lost, BrokenProcessPool(f"a worker of {self!r} died"))
+        finally:
+            if in_flight:  # an exception (e.g. from a callback) interrupted the run: do not leave work behind
+                for future in in_flight:
+                    future.cancel()
+                self._discard_pool(wait_for_workers=False)
+
+    def _submit(
+        self, fn: Callable[[A], R], items: Sequence[A], ledger: _Ledger, in_flight: dict[Future, int]
+    ) -> None:
+        """Submit items until ``workers`` are in flight (spawning workers with the thread variables set)."""
+        with _worker_environment(_thread_count()):
+            while len(in_flight) < self.workers and (index := ledger.next_item()) is not None:
+                if self._pool is None:
+                    self._pool = self._new_pool()
+                in_flight[self._pool.submit(_call_in_worker, fn, items[index])] = index
+
+    def _discard_pool(self, *, wait_for_workers: bool) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait_for_workers, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        """Shut the pool down (waits for the workers to exit)."""
+        self._discard_pool(wait_for_workers=True)
+
+
+# ---------------------------------------------------------------------------------------------------- ray
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("RayExecutor needs ray: pip install 'dphypo[ray]'") from exc
+    return ray
+
+
+def _ray_lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray exceptions meaning the worker, its node or the result was lost (not raised by ``fn``)."""
+    names = (
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "LocalRayletDiedError",
+        "OutOfMemoryError",
+        "ObjectLostError",
+        "RayActorError",
+    )
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+class RayExecutor(_ExecutorBase):
+    """Ray tasks on a local or remote cluster, at most ``workers`` in flight.
+
+    Ray must be installed (``pip install 'dphypo[ray]'``). If Ray is not initialised yet, ``ray.init`` starts a
+    local instance (``address=None``: ``num_cpus = workers · num_cpus``, no dashboard, a 256 MB object store)
+    or connects to ``address``; :meth:`close` shuts Ray down only if this executor initialised it. Ray pickles
+    with cloudpickle, so ``fn`` may be a closure here, but it and the items must be importable on the workers.
+
+    Ray's own retries are off (``max_retries=0``, ``retry_exceptions=False``): Ray would otherwise rerun a task
+    whose worker died without telling anyone, and every attempt may have touched the data, so every attempt
+    must reach ``on_lost`` and the privacy accountant.
+
+    Args:
+        workers: Tasks in flight (default: the cluster's CPUs / ``num_cpus``).
+        address: Ray cluster address (``"auto"``, ``"ray://host:10001"``, ...); ``None`` starts a local one.
+        num_cpus: CPUs each task reserves, > 0.
+        num_gpus: GPUs each task reserves, ≥ 0 (default 1 if the cluster has GPUs, else 0); Ray sets the
+            task's ``CUDA_VISIBLE_DEVICES``.
+        init_kwargs: Extra keyword arguments for ``ray.init`` (they override the defaults above).
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        address: str | None = None,
+        num_cpus: float = 1,
+        num_gpus: float | None = None,
+        init_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        _check_workers(workers)
+        if not (isinstance(num_cpus, int | float) and math.isfinite(num_cpus) and num_cpus > 0):
+            raise ValueError(f"num_cpus must be a positive number, got {num_cpus!r}")
+        if num_gpus is not None and not (isinstance(num_gpus, int | float) and 0 <= num_gpus < math.inf):
+            raise ValueError(f"num_gpus must be a non-negative number or None, got {num_gpus!r}")
+        ray = _import_ray()
+        self._ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"include_dashboard": False}
+            if address is None:
+                options["num_cpus"] = None if workers is None else math.ceil(workers * num_cpus)
+                options["object_store_memory"] = RAY_OBJECT_STORE_BYTES
+            options.update(init_kwargs or {})
+            ray.init(address=address, **options)
+            self._started = True
+        resources = ray.cluster_resources()
+        self.workers = workers or max(1, int(resources.get("CPU", 1) // num_cpus))
+        self.num_cpus = num_cpus
+        self.num_gpus = (1 if resources.get("GPU", 0) > 0 else 0) if num_gpus is None else num_gpus
+        # No silent retries: a retried attempt must be reported (module docstring).
+        self._remote = ray.remote(_call_in_worker).options(
+            num_cpus=num_cpus, num_gpus=self.num_gpus, max_retries=0, retry_exceptions=False
+        )
+        self._lost_errors = _ray_lost_errors(ray)
+
+    def run(
+        self,
+        fn: Callable[[A], R],
+        items: Sequence[A],
+        *,
+        on_result: Callable[[int, R], None] | None = None,
+        on_lost: Callable[[int, int], None] | None = None,
+        max_attempts: int = 3,
+    ) -> list[R]:
+        """See :meth:`Executor.run`. A worker death loses only the task it was running."""
+        ray = self._ray
+        ledger = _Ledger(len(items), on_result, on_lost, max_attempts)
+        in_flight: dict[Any, int] = {}
+        fn_ref = ray.put(fn)  # shipped once, not with every task
+        try:
+            while True:
+                while len(in_flight) < self.workers and (index := ledger.next_item()) is not None:
+                    in_flight[self._remote.remote(fn_ref, items[index])] = index
+                if not in_flight:
+                    return ledger.outcome()
+                done, _ = ray.wait(list(in_flight), num_returns=1)
+                for ref in done:
+                    self._collect(ref, in_flight.pop(ref), ledger)
+        finally:
+            for ref in in_flight:  # interrupted (e.g. by a callback): stop the tasks still running
+                ray.cancel(ref, force=True)
+
+    def _collect(self, ref: Any, index: int, ledger: _Ledger) -> None:
+        try:
+            result = self._ray.get(ref)
+        except self._lost_errors as error:
+            ledger.lost([index], error)
+        except self._ray.exceptions.RayTaskError as error:
+            cause = error.cause if isinstance(error.cause, BaseException) else error
+            if cause is not error and cause.__cause__ is None:
+                cause.__cause__ = error  # keeps the remote traceback in the report
+            ledger.raised(index, cause)
+        else:
+            ledger.finished(index, result)
+
+    def close(self) -> None:
+        """Shut Ray down if this executor started it."""
+        if self._started and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._started = False
+
+
+# -------------------------------------------------------------------------------------------------- factory
+def make_executor(
+    name: str | Executor | None = None,
+    *,
+    workers: int | None = None,
+    address: str | None = None,
+    num_gpus: float | None = None,
+) -> Executor:
+    """An executor by name.
+
+    Args:
+        name: ``"sequential"`` (default), ``"process"`` or ``"ray"``; an :class:`Executor` is returned as is
+            (the other arguments are then ignored).
+        workers: Items at a time (``"sequential"``: only 1; others: default all CPUs, or one per GPU).
+        address: Ray cluster address (``"ray"`` only; ``None`` starts a local instance).
+        num_gpus: ``"ray"``: GPUs per task (default 1 if the cluster has GPUs); ``"process"``: only 0 (hand out
+            no GPU; by default each worker gets one of :func:`visible_gpus`).
+
+    Returns:
+        The executor (the caller closes it, or uses it as a context manager).
+    """
+    if name is not None and not isinstance(name, str):
+        if isinstance(name, Executor):
+            return name
+        raise TypeError(f"name must be one of {EXECUTORS}, an Executor or None, got {name!r}")
+    name = "sequential" if name is None else name
+    if name not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {name!r}")
+    if address is not None and name != "ray":
+        raise ValueError(f"address is for the ray executor only, got address={address!r} with {name!r}")
+    if name == "ray":
+        return RayExecutor(workers, address=address, num_gpus=num_gpus)
+    if name == "process":
+        if num_gpus not in (None, 0):
+            raise ValueError(f"num_gpus must be None or 0 for the process executor, got {num_gpus!r}")
+        return ProcessExecutor(workers, gpus=[] if num_gpus == 0 else None)
+    if workers not in (None, 1):
+        raise ValueError(f"workers must be 1 (or None) for the sequential executor, got {workers!r}")
+    if num_gpus not in (None, 0):
+        raise ValueError(f"num_gpus must be None or 0 for the sequential executor, got {num_gpus!r}")
+    return SequentialExecutor()
+
+
+@contextlib.contextmanager
+def executor_scope(executor: Executor | str | None, *, workers: int | None = None) -> Iterator[Executor]:
+    """The executor to use for one job, closed afterwards only if it was created here.
+
+    Args:
+        executor: An :class:`Executor` (used as is, left open), a name for :func:`make_executor`, or ``None``:
+            a local :class:`ProcessExecutor` with ``workers`` processes (default all cores), or a
+            :class:`SequentialExecutor` when ``workers == 1``.
+        workers: Workers of an executor created here.
+
+    Yields:
+        The executor.
+    """
+    if executor is not None and not isinstance(executor, str):
+        yield make_executor(executor)
+        return
+    if executor is None:
+        _check_workers(workers)
+        workers = workers or os.cpu_count() or 1
+        created: Executor = SequentialExecutor() if workers == 1 else ProcessExecutor(workers)
+    else:
+        created = make_executor(executor, workers=workers)
+    with created:
+        yield created

@@ -1,0 +1,168 @@
+"""Fault injection: kill -9 mid-search and resume, dead workers, data failures, a changed configuration.
+
+A search runs in a child process (``_search_child.py``) with a journal; the child kills itself with SIGKILL at a
+chosen point (inside a run, or between runs), or the test kills it from outside. The resumed search must keep T,
+never repeat a finished run, charge what was in flight, and release what an uninterrupted search releases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dphypo.executors import ProcessExecutor
+from dphypo.privacy import PrivacyConfig, SearchPrivacy, gaussian_rdp, geometric
+from dphypo.storage import Journal, JournalMismatch
+from dphypo.strategies import GPUCB
+from dphypo.tuner import Tuner
+from tests._search_child import SPACE, DyingObjective
+
+CHILD = Path(__file__).with_name("_search_child.py")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child(journal: Path, log: Path, *args: str, wait: bool = True) -> subprocess.Popen | subprocess.CompletedProcess:
+    command = [sys.executable, str(CHILD), str(journal), str(log), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    if not wait:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _started(log: Path) -> list[int]:
+    """Run numbers whose objective was called, in call order (one line per call)."""
+    return [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("start")]
+
+
+def _release(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("reference")
+    return _release(_child(folder / "j.db", folder / "log"))
+
+
+def test_the_reference_search_has_enough_runs_to_interrupt(uninterrupted) -> None:
+    assert uninterrupted["run_count"] >= 6  # the kill points below are inside the search
+
+
+def test_kill_between_runs_then_resume_releases_the_uninterrupted_result(tmp_path, uninterrupted) -> None:
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    killed = _child(journal, log, "--kill-after-run", "3")
+    assert killed.returncode == -signal.SIGKILL
+    assert _started(log) == [0, 1, 2, 3]
+    resumed = _release(_child(journal, log))
+    assert _started(log) == list(range(uninterrupted["run_count"]))  # no finished run repeated
+    assert resumed["run_count"] == uninterrupted["run_count"]  # T read from the journal, not redrawn
+    assert resumed["charged_runs"] == 0  # nothing was in flight: nothing charged
+    for key in ("params", "score", "epsilon", "artifact"):
+        assert resumed["release"][key] == uninterrupted["release"][key]
+
+
+def test_kill_inside_a_run_charges_it_and_reruns_it(tmp_path, uninterrupted) -> None:
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    assert _child(journal, log, "--kill-inside-run", "2").returncode == -signal.SIGKILL
+    resumed = _release(_child(journal, log))
+    calls = _started(log)
+    assert calls.count(2) == 2 and all(calls.count(n) == 1 for n in set(calls) - {2})
+    assert resumed["run_count"] == uninterrupted["run_count"]
+    assert resumed["charged_runs"] == 1
+    assert resumed["release"]["params"] == uninterrupted["release"]["params"]  # the re-run used the same seed
+    assert resumed["release"]["epsilon"] > uninterrupted["release"]["epsilon"]  # the lost attempt is paid for
+    with Journal.open(journal) as j:
+        assert [a["status"] for a in j.attempts() if a["number"] == 2] == ["lost", "done"]
+
+
+def test_kill_from_outside_at_any_moment_never_double_spends(tmp_path, uninterrupted) -> None:
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    child = _child(journal, log, "--slow", wait=False)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not log.exists() or len(_started(log)) < 3):
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    before = _started(log)
+    resumed = _release(_child(journal, log))
+    calls = _started(log)
+    repeated = [n for n in set(calls) if calls.count(n) > 1]
+    assert set(calls) == set(range(uninterrupted["run_count"]))
+    assert len(repeated) == resumed["charged_runs"] <= 1  # at most the one in flight, and it was charged
+    assert all(n == before[-1] for n in repeated)
+    assert resumed["release"]["params"] == uninterrupted["release"]["params"]
+
+
+def test_a_data_failure_is_journaled_and_never_retried(tmp_path) -> None:
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    first = _release(_child(journal, log, "--nan-run", "1"))
+    again = _release(_child(journal, log, "--nan-run", "1"))  # a finished journal replays, runs nothing
+    assert _started(log).count(1) == 1
+    assert first["charged_runs"] == again["charged_runs"] == 0
+    assert first["release"] == again["release"]
+    with Journal.open(journal) as j:
+        assert [a["status"] for a in j.attempts() if a["number"] == 1] == ["data_failure"]
+
+
+def test_a_changed_configuration_is_refused_on_resume(tmp_path) -> None:
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    assert _child(journal, log, "--kill-after-run", "1").returncode == -signal.SIGKILL
+    changed = _child(journal, log, "--C", "1.5")
+    assert changed.returncode == 3 and "privacy.C" in changed.stderr
+    assert JournalMismatch.__name__ in changed.stderr
+    assert _started(log) == [0, 1]  # nothing ran
+
+
+def _pool_search(tmp_path, executor, *, die_at: int, batch_size: int = 2, journal=None):
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
+    objective = DyingObjective(str(tmp_path / f"died-{die_at}"), die_at)
+    return Tuner(objective, SPACE, privacy, strategy=GPUCB(), seed=11, batch_size=batch_size, executor=executor,
+                 journal=journal).run()
+
+
+def test_a_dead_pool_worker_is_retried_and_charged(tmp_path) -> None:
+    reference = _pool_search(tmp_path, None, die_at=-1)
+    with ProcessExecutor(2) as pool:
+        result = _pool_search(tmp_path, pool, die_at=1, journal=tmp_path / "j.db")
+    assert (tmp_path / "died-1").exists()
+    assert result.release.params == reference.release.params
+    assert result.release.score == reference.release.score
+    # run 1 died with its worker; its batch mate (run 0) was in flight in the same broken pool: both charged
+    assert 1 <= result.history.charged_runs <= 2
+    assert result.release.privacy.charged_runs == result.history.charged_runs
+    assert result.release.epsilon > reference.release.epsilon
+    with Journal.open(tmp_path / "j.db") as journal:
+        statuses = [a["status"] for a in journal.attempts()]
+    assert statuses.count("lost") == result.history.charged_runs
+    assert statuses.count("done") == result.history.run_count
+
+
+@pytest.mark.parametrize("executor", ["sequential", "process"])
+def test_the_release_does_not_depend_on_the_executor(tmp_path, executor) -> None:
+    reference = _pool_search(tmp_path, None, die_at=-1)
+    result = _pool_search(tmp_path, executor, die_at=-1)
+    assert result.release.params == reference.release.params
+    assert result.release.score == reference.release.score
+    assert result.release.epsilon == reference.release.epsilon
+    assert [t.grid_index for t in result.history.trials] == [t.grid_index for t in reference.history.trials]
+
+
+def test_a_dead_ray_worker_is_retried_and_charged(tmp_path) -> None:
+    pytest.importorskip("ray")
+    from dphypo.executors import RayExecutor
+
+    reference = _pool_search(tmp_path, None, die_at=-1)
+    with RayExecutor(2) as cluster:
+        result = _pool_search(tmp_path, cluster, die_at=2)
+    assert (tmp_path / "died-2").exists()
+    assert result.history.charged_runs == 1  # Ray loses only the dead worker's task
+    assert result.release.params == reference.release.params
+    assert result.release.epsilon > reference.release.epsilon
