@@ -16,6 +16,7 @@ __all__ = [
     "DataFailure",
     "Float",
     "Int",
+    "Journal",
     "LogFloat",
     "PrivacyConfig",
     "Release",
@@ -25,6 +26,7 @@ __all__ = [
     "Tuner",
     "Uniform",
     "__version__",
+    "make_executor",
     "tune",
 ]
 
@@ -43,12 +45,16 @@ _LAZY = {
     "Choice": "dphypo.space",
     "PrivacyConfig": "dphypo.privacy",
     "SearchPrivacy": "dphypo.privacy",
+    "Journal": "dphypo.storage",
+    "make_executor": "dphypo.executors",
 }
 
 if TYPE_CHECKING:
     from dphypo.api import tune
+    from dphypo.executors import make_executor
     from dphypo.privacy import PrivacyConfig, SearchPrivacy
     from dphypo.space import Choice, Float, Int, LogFloat, SearchSpace
+    from dphypo.storage import Journal
     from dphypo.strategies import GPUCB, Uniform
     from dphypo.tuner import DataFailure, Release, SearchResult, Tuner
 

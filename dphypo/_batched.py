@@ -21,14 +21,13 @@ only.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from dphypo.density import _BRACKET_TOL, MAX_SPREAD, _check_bounds, project, validate_prior
+from dphypo.executors import Executor, executor_scope
 from dphypo.landscapes import Landscape
 from dphypo.privacy import RunCountDistribution
 from dphypo.strategies import GPUCB, Direction, Strategy, Uniform, _step_seed
@@ -395,6 +394,7 @@ def simulate_batched(
     seed: int = 0,
     batch: int = 256,
     workers: int | None = None,
+    executor: Executor | str | None = None,
 ) -> np.ndarray:
     """True value of the λ released by each of ``repeats`` independent simulated searches.
 
@@ -411,7 +411,11 @@ def simulate_batched(
         c: Lower density-ratio bound.
         seed: Study seed.
         batch: GP searches fitted together (members of one batched GP), ≥ 1.
-        workers: Processes (default: all cores, one torch thread each); 1 runs in this process.
+        workers: Processes of the default executor (default: all cores, one torch thread each, at most one per
+            job); 1 runs in this process. With ``executor`` given by name: its workers.
+        executor: Where the jobs (batches of repeats sharing T) run: an :class:`~dphypo.executors.Executor`
+            (left open), ``"sequential"``, ``"process"`` or ``"ray"`` (created here and closed), or ``None``: a
+            local process pool of ``workers``. The values are the same with every executor.
 
     Returns:
         Shape ``(repeats,)``; the landscape's worst mean for a repeat whose T is 0.
@@ -429,15 +433,10 @@ def simulate_batched(
     _check_bounds(C, c)
     counts = np.full(repeats, T, dtype=np.int64) if T is not None else run_counts(run_count, seed, repeats)
     jobs = _jobs(landscape, strategy, counts, batch, C, c, seed)
-    workers = min(workers or os.cpu_count() or 1, max(len(jobs), 1))
-    if workers == 1:
-        done = [_run_job(job) for job in jobs]
-    else:
-        # spawn, not fork: the parent may hold torch/OpenMP state that a forked child must not inherit
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-        ) as pool:
-            done = list(pool.map(_run_job, jobs))
+    if executor is None:  # no more processes than jobs (each process pays its imports)
+        workers = min(workers or os.cpu_count() or 1, max(len(jobs), 1))
+    with executor_scope(executor, workers=workers) as spread:
+        done = spread.run(_run_job, jobs)
     values = np.full(repeats, landscape.worst_value)
     for members, released in done:
         values[members] = landscape.true_values(released)

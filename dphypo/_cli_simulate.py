@@ -148,6 +148,13 @@ def simulate_command(
         str, typer.Option("--engine", help="batched (one batched GP per step across repeats) or sequential.")
     ] = "batched",
     batch: Annotated[int, typer.Option("--batch", help="Batched engine: searches per batched GP.")] = 256,
+    executor: Annotated[
+        str | None,
+        typer.Option("--executor", help="Where searches run: process (local pool, default), ray or sequential."),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address for --executor ray (default: a local Ray).")
+    ] = None,
     table: Annotated[
         bool, typer.Option("--table", help="Print the grid: rows = settings, columns = arms.")
     ] = False,
@@ -158,6 +165,7 @@ def simulate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."""
+    from dphypo.executors import make_executor
     from dphypo.studies import ArmSpec, StudyConfig, run_study, table_csv, table_markdown
 
     arms = []
@@ -184,7 +192,14 @@ def simulate_command(
         batch=batch,
         workers=workers,
     )
-    result = run_study(config)
+    if address is not None and executor != "ray":
+        raise ValueError("--address needs --executor ray")
+    pool = None if executor is None else make_executor(executor, workers=workers, address=address)
+    try:
+        result = run_study(config, executor=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     if table_out is not None:
         prefix = Path(table_out)
         prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -201,6 +216,7 @@ def simulate_command(
         "beta": beta,
         "scale": scale,
         "engine": engine,
+        "executor": executor or "process",
     }
     if as_json:
         _emit(payload, Table(), True)

@@ -322,8 +322,11 @@ def _run_batch(
             finished(replayed, REPLAYED)
         else:
             pending.append(run)
-    attempts = {i: recorder.started(run.number, run.grid_index, space.params(run.grid_index))
-                for i, run in enumerate(pending)}
+    attempts: dict[int, int] = {}  # item -> journaled attempt, for attempts handed to a worker and not finished
+
+    def on_start(i: int, attempt: int) -> None:
+        run = pending[i]
+        attempts[i] = recorder.started(run.number, run.grid_index, space.params(run.grid_index))
 
     def on_result(i: int, outcome: tuple[float, Any, float]) -> None:
         score, artifact, seconds = outcome
@@ -334,18 +337,13 @@ def _run_batch(
         finished(trial, artifact)
 
     def on_lost(i: int, attempt: int) -> None:
-        run = pending[i]
         recorder.lost(attempts.pop(i), note=f"worker lost on attempt {attempt}")
-        if attempt < MAX_ATTEMPTS:  # the executor resubmits it
-            attempts[i] = recorder.started(run.number, run.grid_index, space.params(run.grid_index))
 
     try:
         executor.run(evaluate_task, [(objective, space.params(run.grid_index), run) for run in pending],
-                     on_result=on_result, on_lost=on_lost, max_attempts=MAX_ATTEMPTS)
+                     on_result=on_result, on_lost=on_lost, max_attempts=MAX_ATTEMPTS, on_start=on_start)
     except BaseException as exc:
-        # Runs of the batch without a result may have touched the data: charged (and re-run on resume). Some may
-        # never have started (the executor starts nothing new after a failure); charging them too errs on the
-        # safe side and only happens when the search stops with an error.
+        # Attempts handed to a worker without a result touched the data: charged (and re-run on resume).
         for attempt in attempts.values():
             recorder.lost(attempt, note=f"stopped: {type(exc).__name__}: {exc}", status="error")
         raise

@@ -22,16 +22,15 @@ Failures come in two kinds, and the privacy accounting treats them differently:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import multiprocessing
 import os
-import sys
+import pickle
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from dphypo._worker_pool import WorkerPool, call_in_worker, visible_gpus
 
 __all__ = [
     "EXECUTORS",
@@ -54,9 +53,6 @@ EXECUTORS: tuple[str, ...] = ("sequential", "process", "ray")
 #: Object-store size of a Ray instance this module starts (Ray's default took 7.5 GB on a 24 GB machine).
 RAY_OBJECT_STORE_BYTES = 256 * 1024**2
 
-#: Thread-count variables set for every worker process (OpenMP, MKL, OpenBLAS read them when loaded).
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
 
 class WorkerLost(RuntimeError):
     """An item's worker died on every one of its attempts (an infrastructure failure, not the data's).
@@ -70,6 +66,9 @@ class WorkerLost(RuntimeError):
         super().__init__(f"item {index} lost its worker on all {attempts} attempts")
         self.index = index
         self.attempts = attempts
+
+    def __reduce__(self) -> tuple[type[WorkerLost], tuple[int, int]]:
+        return type(self), (self.index, self.attempts)
 
 
 @runtime_checkable
@@ -86,6 +85,7 @@ class Executor(Protocol):
         on_result: Callable[[int, R], None] | None = None,
         on_lost: Callable[[int, int], None] | None = None,
         max_attempts: int = 3,
+        on_start: Callable[[int, int], None] | None = None,
     ) -> list[R]:
         """``[fn(item) for item in items]``, evaluated by the executor's workers.
 
@@ -98,6 +98,9 @@ class Executor(Protocol):
             on_lost: Called in the calling process as ``on_lost(index, attempt)`` (attempt counts from 1) for
                 every attempt lost with its worker, before the item is resubmitted.
             max_attempts: Attempts per item, ≥ 1; an item that lost that many raises :class:`WorkerLost`.
+            on_start: Called in the calling process as ``on_start(index, attempt)`` just before an attempt is
+                handed to a worker, so the caller knows exactly which attempts may have touched the data
+                (items never started after a failure are never reported).
 
         Returns:
             The results, in item order.
@@ -155,8 +158,10 @@ class _Ledger:
         on_result: Callable[[int, Any], None] | None,
         on_lost: Callable[[int, int], None] | None,
         max_attempts: int,
+        on_start: Callable[[int, int], None] | None = None,
     ) -> None:
         _check_attempts(max_attempts)
+        self._on_start = on_start
         self.results: list[Any] = [None] * n
         self.pending: deque[int] = deque(range(n))
         self.attempts = [0] * n
@@ -170,6 +175,8 @@ class _Ledger:
             return None
         index = self.pending.popleft()
         self.attempts[index] += 1
+        if self._on_start is not None:
+            self._on_start(index, self.attempts[index])
         return index
 
     def finished(self, index: int, result: Any) -> None:
@@ -201,15 +208,6 @@ class _Ledger:
         return self.results
 
 
-def _call_in_worker(fn: Callable[[A], R], item: A) -> R:
-    """``fn(item)`` in a worker, with torch limited to its intra-op thread count if ``fn`` imported torch."""
-    if "torch" in sys.modules:
-        from dphypo._threads import limit_torch_threads
-
-        limit_torch_threads()
-    return fn(item)
-
-
 # --------------------------------------------------------------------------------------------- sequential
 class SequentialExecutor(_ExecutorBase):
     """Evaluates the items one by one in this process, in item order (``workers = 1``; the default).
@@ -228,11 +226,14 @@ class SequentialExecutor(_ExecutorBase):
         on_result: Callable[[int, R], None] | None = None,
         on_lost: Callable[[int, int], None] | None = None,
         max_attempts: int = 3,
+        on_start: Callable[[int, int], None] | None = None,
     ) -> list[R]:
         """See :meth:`Executor.run`; an exception raised by ``fn`` propagates at once (nothing else is in flight)."""
         _check_attempts(max_attempts)
         results = []
         for index, item in enumerate(items):
+            if on_start is not None:
+                on_start(index, 1)
             results.append(fn(item))
             if on_result is not None:
                 on_result(index, results[-1])
@@ -240,74 +241,14 @@ class SequentialExecutor(_ExecutorBase):
 
 
 # ------------------------------------------------------------------------------------------------ process
-def visible_gpus() -> list[str]:
-    """Ids of the GPUs this process may use, without initialising CUDA (and without importing torch).
-
-    ``$CUDA_VISIBLE_DEVICES`` when set (its entries up to the first invalid one, as CUDA reads it); otherwise
-    ``torch.cuda.device_count()`` when torch is already imported (it does not create a CUDA context), otherwise
-    the NVIDIA driver's ``/proc/driver/nvidia/gpus`` entries. Entries are returned as strings because they are
-    written into a worker's ``CUDA_VISIBLE_DEVICES``, where a UUID is as valid as an index.
-
-    Returns:
-        The ids; empty without a GPU.
-    """
-    torch = sys.modules.get("torch")
-    count = None if torch is None else int(torch.cuda.device_count())
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        entries = [entry.strip() for entry in listed.split(",")]
-        ids = list(itertools.takewhile(lambda entry: entry != "" and not entry.startswith("-"), entries))
-        return ids if count is None else ids[:count]
-    if count is None:
-        with contextlib.suppress(OSError):
-            count = len(os.listdir("/proc/driver/nvidia/gpus"))
-    return [str(k) for k in range(count or 0)]
-
-
-def _thread_count() -> str:
-    """Intra-op threads per worker: ``$DPHYPO_TORCH_THREADS`` or 1 (see :mod:`dphypo._threads`)."""
-    return os.environ.get("DPHYPO_TORCH_THREADS", "1")
-
-
-@contextlib.contextmanager
-def _worker_environment(threads: str) -> Iterator[None]:
-    """Set the thread-count variables while worker processes are spawned (they inherit the environment).
-
-    The variables must be in place before the worker imports numpy or torch, and a spawned worker may import
-    them before any initializer runs (when it re-imports the parent's ``__main__``), so they are set here, in
-    the parent, around the submissions that spawn workers, then restored.
-    """
-    saved = {name: os.environ.get(name) for name in _THREAD_VARIABLES}
-    os.environ.update(dict.fromkeys(_THREAD_VARIABLES, threads))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _init_worker(threads: str, gpu_ids: Any) -> None:
-    """Pool initializer: thread counts, then one GPU id from the queue (before anything initialises CUDA)."""
-    os.environ.update(dict.fromkeys(_THREAD_VARIABLES, threads))
-    if gpu_ids is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_ids.get(timeout=60)
-    if "torch" in sys.modules:
-        from dphypo._threads import limit_torch_threads
-
-        limit_torch_threads()
-
-
 class ProcessExecutor(_ExecutorBase):
     """A local pool of spawned worker processes, one torch thread each and, with GPUs, one GPU each.
 
     Workers are started with the ``spawn`` method, never ``fork``: the parent may hold torch/OpenMP state that a
     forked child must not inherit. ``fn`` and the items must therefore be picklable (module-level functions,
-    instances of module-level classes; not lambdas or closures). The pool lives across :meth:`run` calls (its
-    workers keep their imports warm) until :meth:`close`; a worker death breaks the whole pool, so every item in
-    flight is reported lost and a fresh pool takes over.
+    instances of module-level classes; not lambdas or closures). Workers live across :meth:`run` calls (their
+    imports stay warm) until :meth:`close`. Each worker runs one item at a time over its own pipe, so a worker
+    death loses only the item it held, and a new worker replaces it (see :mod:`dphypo._worker_pool`).
 
     Args:
         workers: Processes (default: one per GPU if there are GPUs, else ``os.cpu_count()``).
@@ -326,21 +267,7 @@ class ProcessExecutor(_ExecutorBase):
             raise ValueError(f"gpus must be a sequence of non-negative ints or device ids, got {gpus!r}")
         self.gpus = [str(g).strip() for g in gpus]
         self.workers = workers or len(self.gpus) or os.cpu_count() or 1
-        self._context = multiprocessing.get_context("spawn")
-        self._pool: ProcessPoolExecutor | None = None
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        gpu_ids = None
-        if self.gpus:
-            gpu_ids = self._context.Queue()
-            for slot in range(self.workers):
-                gpu_ids.put(self.gpus[slot % len(self.gpus)])
-        return ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=self._context,
-            initializer=_init_worker,
-            initargs=(_thread_count(), gpu_ids),
-        )
+        self._pool: WorkerPool | None = None
 
     def run(
         self,
@@ -350,55 +277,48 @@ class ProcessExecutor(_ExecutorBase):
         on_result: Callable[[int, R], None] | None = None,
         on_lost: Callable[[int, int], None] | None = None,
         max_attempts: int = 3,
+        on_start: Callable[[int, int], None] | None = None,
     ) -> list[R]:
-        """See :meth:`Executor.run`. A worker death loses (and reports) every item in flight."""
-        ledger = _Ledger(len(items), on_result, on_lost, max_attempts)
-        in_flight: dict[Future, int] = {}
+        """See :meth:`Executor.run`. A worker death loses only the item it was evaluating."""
+        ledger = _Ledger(len(items), on_result, on_lost, max_attempts, on_start)
+        if self._pool is None:
+            self._pool = WorkerPool(self.workers, self.gpus, multiprocessing.get_context("spawn"))
+        pool = self._pool
         try:
             while True:
-                self._submit(fn, items, ledger, in_flight)
-                if not in_flight:
+                while pool.in_flight < self.workers and (index := ledger.next_item()) is not None:
+                    pool.submit(index, _pickled_call(fn, items[index]))
+                if not pool.in_flight:
                     return ledger.outcome()
-                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                if any(isinstance(future.exception(), BrokenProcessPool) for future in done):
-                    # The whole pool is gone: every other future is failing too (or has just finished).
-                    done, _ = wait(in_flight)
-                lost = []
-                for future in sorted(done, key=in_flight.__getitem__):
-                    index, error = in_flight.pop(future), future.exception()
-                    if error is None:
-                        ledger.finished(index, future.result())
-                    elif isinstance(error, BrokenProcessPool):
+                lost, codes = [], []
+                for index, ok, value in sorted(pool.wait(), key=lambda outcome: outcome[0]):
+                    if ok is None:
                         lost.append(index)
+                        codes.append(value)
+                    elif ok:
+                        ledger.finished(index, value)
                     else:
-                        ledger.raised(index, error)
+                        ledger.raised(index, value)
                 if lost:
-                    self._discard_pool(wait_for_workers=True)
-                    ledger.lost(lost, BrokenProcessPool(f"a worker of {self!r} died"))
+                    ledger.lost(lost, ChildProcessError(f"worker processes exited with codes {codes}"))
         finally:
-            if in_flight:  # an exception (e.g. from a callback) interrupted the run: do not leave work behind
-                for future in in_flight:
-                    future.cancel()
-                self._discard_pool(wait_for_workers=False)
-
-    def _submit(
-        self, fn: Callable[[A], R], items: Sequence[A], ledger: _Ledger, in_flight: dict[Future, int]
-    ) -> None:
-        """Submit items until ``workers`` are in flight (spawning workers with the thread variables set)."""
-        with _worker_environment(_thread_count()):
-            while len(in_flight) < self.workers and (index := ledger.next_item()) is not None:
-                if self._pool is None:
-                    self._pool = self._new_pool()
-                in_flight[self._pool.submit(_call_in_worker, fn, items[index])] = index
-
-    def _discard_pool(self, *, wait_for_workers: bool) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait_for_workers, cancel_futures=True)
-            self._pool = None
+            pool.abort()  # only if interrupted (e.g. by a callback): stop the items still running
 
     def close(self) -> None:
-        """Shut the pool down (waits for the workers to exit)."""
-        self._discard_pool(wait_for_workers=True)
+        """Stop the worker processes."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+def _pickled_call(fn: Callable[[A], R], item: A) -> bytes:
+    try:
+        return pickle.dumps((fn, item), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as error:
+        raise TypeError(
+            "ProcessExecutor sends fn and the items to other processes, so they must be picklable "
+            f"(module-level functions or instances of module-level classes, not lambdas): {error}"
+        ) from error
 
 
 # ---------------------------------------------------------------------------------------------------- ray
@@ -474,7 +394,7 @@ class RayExecutor(_ExecutorBase):
         self.num_cpus = num_cpus
         self.num_gpus = (1 if resources.get("GPU", 0) > 0 else 0) if num_gpus is None else num_gpus
         # No silent retries: a retried attempt must be reported (module docstring).
-        self._remote = ray.remote(_call_in_worker).options(
+        self._remote = ray.remote(call_in_worker).options(
             num_cpus=num_cpus, num_gpus=self.num_gpus, max_retries=0, retry_exceptions=False
         )
         self._lost_errors = _ray_lost_errors(ray)
@@ -487,10 +407,11 @@ class RayExecutor(_ExecutorBase):
         on_result: Callable[[int, R], None] | None = None,
         on_lost: Callable[[int, int], None] | None = None,
         max_attempts: int = 3,
+        on_start: Callable[[int, int], None] | None = None,
     ) -> list[R]:
         """See :meth:`Executor.run`. A worker death loses only the task it was running."""
         ray = self._ray
-        ledger = _Ledger(len(items), on_result, on_lost, max_attempts)
+        ledger = _Ledger(len(items), on_result, on_lost, max_attempts, on_start)
         in_flight: dict[Any, int] = {}
         fn_ref = ray.put(fn)  # shipped once, not with every task
         try:

@@ -7,19 +7,18 @@ it releases (DP-HyPO §4.2). Each repeat runs the same Framework-1 loop as :clas
 Repeats are independent; repeat r of every strategy uses the same random streams for the landscape noise and
 for T (common random numbers), which makes strategy differences less noisy without biasing either arm.
 
-Two engines run the same searches: ``"sequential"`` runs each repeat through :func:`~dphypo.tuner.run_loop` in
-a process pool; ``"batched"`` (:mod:`dphypo._batched`) advances all repeats that share T together — one
+Two engines run the same searches: ``"sequential"`` runs each repeat through :func:`~dphypo.tuner.run_loop`;
+``"batched"`` (:mod:`dphypo._batched`) advances all repeats that share T together — one
 batched GP fit per step across them — and releases, repeat by repeat, the same λ up to floating-point
-round-off in the GP fit, much faster.
+round-off in the GP fit, much faster. Either engine spreads its work (chunks of repeats, or batches) over an
+:mod:`executor <dphypo.executors>`: a local process pool by default, or Ray; each repeat uses only its own
+streams, so the values do not depend on the executor or the number of workers.
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +26,7 @@ import numpy as np
 from scipy import stats
 
 from dphypo._batched import NOISE, RUN_COUNT, SAMPLING, STRATEGY, repeat_streams, simulate_batched
+from dphypo.executors import Executor, executor_scope
 from dphypo.landscapes import Landscape
 from dphypo.privacy import RunCountDistribution
 from dphypo.strategies import Strategy
@@ -154,13 +154,14 @@ def _sequential_trials(
     return trials
 
 
-def _one(args: tuple) -> float:
-    landscape, strategy, kwargs, repeat = args
-    from dphypo._threads import limit_torch_threads
-
+def _simulate_chunk(job: tuple) -> np.ndarray:
+    """:func:`simulate_once` for a chunk of repeats (one executor item); returns shape ``(len(chunk),)``."""
+    landscape, strategy, kwargs, repeats = job
     if strategy.name != "uniform":
+        from dphypo._threads import limit_torch_threads
+
         limit_torch_threads()
-    return simulate_once(landscape, strategy, repeat=repeat, **kwargs)
+    return np.array([simulate_once(landscape, strategy, repeat=r, **kwargs) for r in repeats])
 
 
 def simulate(
@@ -176,6 +177,7 @@ def simulate(
     workers: int | None = None,
     engine: Engine = "sequential",
     batch: int = 256,
+    executor: Executor | str | None = None,
 ) -> list[ArmResult]:
     """Many independent simulated searches per strategy.
 
@@ -188,12 +190,16 @@ def simulate(
         C: Upper density-ratio bound (uniform search is unaffected: its density is the prior).
         c: Lower density-ratio bound.
         seed: Study seed.
-        workers: Processes (default: all cores, one torch thread each); 1 runs in this process.
+        workers: Processes of the default executor (default: all cores, one torch thread each); 1 runs in this
+            process. With ``executor`` given by name: its workers.
         engine: ``"sequential"`` (one :func:`simulate_once` per repeat) or ``"batched"`` (repeats sharing T
             run together; :class:`~dphypo.strategies.Uniform` and :class:`~dphypo.strategies.GPUCB` only).
             Both release the same λ per repeat, up to round-off in the GP fit.
         batch: Batched engine only: GP searches fitted together, ≥ 1 (a few hundred amortise the per-step
             cost).
+        executor: Where the work runs: an :class:`~dphypo.executors.Executor` (left open), ``"sequential"``,
+            ``"process"`` or ``"ray"`` (created with ``workers`` and closed here), or ``None``: a local process
+            pool of ``workers``. The values are the same with every executor.
 
     Returns:
         One :class:`ArmResult` per strategy.
@@ -202,30 +208,26 @@ def simulate(
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    workers = workers or os.cpu_count() or 1
     kwargs = dict(T=T, run_count=run_count, C=C, c=c, seed=seed)
     results = []
-    for strategy in strategies:
-        if engine == "batched":
-            values = simulate_batched(
-                landscape, strategy, repeats=repeats, batch=batch, workers=workers, **kwargs
-            )
-        else:
-            values = _simulate_sequential(landscape, strategy, repeats, kwargs, workers)
-        mean, ci = mean_ci95(values)
-        description = None if run_count is None else repr(run_count)
-        results.append(ArmResult(strategy.name, T, description, mean, ci, repeats, values))
+    with executor_scope(executor, workers=workers) as spread:  # one set of workers for every strategy
+        for strategy in strategies:
+            if engine == "batched":
+                values = simulate_batched(
+                    landscape, strategy, repeats=repeats, batch=batch, executor=spread, **kwargs
+                )
+            else:
+                values = _simulate_sequential(landscape, strategy, repeats, kwargs, spread)
+            mean, ci = mean_ci95(values)
+            description = None if run_count is None else repr(run_count)
+            results.append(ArmResult(strategy.name, T, description, mean, ci, repeats, values))
     return results
 
 
 def _simulate_sequential(
-    landscape: Landscape, strategy: Strategy, repeats: int, kwargs: dict, workers: int
+    landscape: Landscape, strategy: Strategy, repeats: int, kwargs: dict, executor: Executor
 ) -> np.ndarray:
-    """Values of ``repeats`` :func:`simulate_once` calls, in a spawn process pool unless ``workers == 1``."""
-    jobs = [(landscape, strategy, kwargs, r) for r in range(repeats)]
-    if workers == 1:
-        return np.array([_one(job) for job in jobs])
-    # spawn, not fork: the parent may hold torch/OpenMP state that a forked child must not inherit
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return np.array(list(pool.map(_one, jobs, chunksize=max(1, repeats // (4 * workers)))))
+    """Values of ``repeats`` :func:`simulate_once` calls, in chunks spread by ``executor`` (shape ``(repeats,)``)."""
+    size = max(1, repeats // (4 * executor.workers))  # about 4 chunks per worker: balance vs per-item overhead
+    jobs = [(landscape, strategy, kwargs, range(s, min(s + size, repeats))) for s in range(0, repeats, size)]
+    return np.concatenate(executor.run(_simulate_chunk, jobs))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from dphypo.executors import Executor, executor_scope
 from dphypo.landscapes import Landscape, resolve_landscape
 from dphypo.privacy import RunCountDistribution, SearchPrivacy, TruncatedNegativeBinomial, account
 from dphypo.simulate import ENGINES, ArmResult, mean_ci95, simulate
@@ -376,7 +377,8 @@ def arm_epsilon(
 
 
 # ------------------------------------------------------------------------------------------------ running
-def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = None) -> StudyResult:
+def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = None,
+              executor: Executor | str | None = None) -> StudyResult:
     """Simulate every cell of a study and account its ε.
 
     Uniform arms do not depend on (C, c); a uniform cell whose landscape and T setting an earlier row already
@@ -385,10 +387,18 @@ def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = 
     Args:
         config: The study.
         progress: Called with every finished cell.
+        executor: Where the searches run (:func:`dphypo.executors.make_executor` name or object; e.g. ``"ray"``
+            spreads them over a Ray cluster). Default: one local process pool of ``config.workers`` for the whole
+            study. Results do not depend on it.
 
     Returns:
         The result.
     """
+    with executor_scope(executor, workers=config.workers) as pool:
+        return _run_study(config, progress, pool)
+
+
+def _run_study(config: StudyConfig, progress: Callable[[Cell], None] | None, executor: Executor) -> StudyResult:
     start = time.perf_counter()
     landscapes = {a.landscape: resolve_landscape(a.landscape) for a in config.arms}
     done: dict[tuple, ArmResult] = {}
@@ -406,7 +416,7 @@ def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = 
                 result = simulate(land, [arm.strategy], repeats=repeats, T=setting.T,
                                   run_count=setting.run_count, C=C, c=c, seed=config.seed,
                                   workers=config.workers, engine=config.engine,  # type: ignore[arg-type]
-                                  batch=config.batch)[0]
+                                  batch=config.batch, executor=executor)[0]
                 done[key] = result
             seconds = time.perf_counter() - tick
             epsilon, note = arm_epsilon(land, setting, C, c, config.delta)
@@ -478,15 +488,15 @@ def table_csv(result: StudyResult) -> str:
     return out.getvalue()
 
 
-def format_mean_ci(cell: Cell, digits: int = 4) -> str:
+def _interval(mean: float, ci: tuple[float, float], spec: str) -> str:
+    if not all(math.isfinite(x) for x in ci):  # a single repeat has no interval
+        return f"{mean:{spec}}"
+    return f"{mean:{spec}} [{ci[0]:{spec}}, {ci[1]:{spec}}]"
+
+
+def format_mean_ci(cell: Cell) -> str:
     """``"0.9312 [0.9290, 0.9334]"``, or ``"not run"`` for a cell with 0 repeats."""
-    r = cell.result
-    if r is None:
-        return "not run"
-    low, high = r.ci95
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{r.mean:.{digits}f}"
-    return f"{r.mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    return "not run" if cell.result is None else _interval(cell.result.mean, cell.result.ci95, ".4f")
 
 
 def format_epsilon(cell: Cell) -> str:
@@ -516,18 +526,13 @@ def table_markdown(result: StudyResult) -> str:
                  f"δ = {config.delta:g}; ε by dphypo.privacy.account (RDP, per-run plan from the landscape "
                  "metadata); paired differences over the common repeats (same random streams)")
     if any(s.T is not None for s in config.settings):
-        notes.append(f"- ε '-' for fixed T: {FIXED_T_NOTE}")
+        notes.append(f"- ε '-': {FIXED_T_NOTE}")
     return "\n".join([*lines, "", *notes]) + "\n"
 
 
-def format_difference(cell: Cell, digits: int = 4) -> str:
+def format_difference(cell: Cell) -> str:
     """``"+0.0123 [+0.0100, +0.0146]"``, or ``"-"`` when there is no paired uniform arm."""
-    if cell.difference is None:
-        return "-"
-    mean, (low, high) = cell.difference
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{mean:+.{digits}f}"
-    return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+    return "-" if cell.difference is None else _interval(*cell.difference, "+.4f")
 
 
 def _with_repeats(cell: Cell, default: int) -> str:

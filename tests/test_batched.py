@@ -31,6 +31,7 @@ from dphypo._batched import (
     tilted_softmax_batch,
     ucb_scores_batch,
 )
+from dphypo._loop import _draw
 from dphypo.density import project
 from dphypo.landscapes import Landscape
 from dphypo.privacy import Poisson, geometric
@@ -38,7 +39,6 @@ from dphypo.simulate import _sequential_trials, simulate, simulate_once
 from dphypo.strategies import GPUCB, Direction, Uniform, oriented_scores, tilted_softmax, ucb_scores
 from dphypo.surrogate import SurrogateFit
 from dphypo.synthetic import synthetic_landscape
-from dphypo._loop import _draw
 from dphypo.tuner import Trial, best_trial
 
 ALPHA = 5e-5

@@ -117,3 +117,15 @@ def test_cli_rejects_bad_study_options(capsys, argv: str, message: str) -> None:
     base = "simulate --landscape synthetic:smooth --strategy uniform --strategy gp --repeats 2 --workers 1 "
     assert run((base + argv).split()) == 2
     assert message.lower() in capsys.readouterr().err.lower()
+
+
+def test_searches_on_ray_give_the_same_numbers_as_a_local_run(capsys) -> None:
+    pytest.importorskip("ray")
+    argv = ("simulate --landscape synthetic:ridge --strategy uniform --strategy gp --fixed-T 4 --repeats 6 "
+            "--C 2 --c 0.75 --json")
+    local = _json(capsys, f"{argv} --executor sequential")
+    on_ray = _json(capsys, f"{argv} --executor ray --workers 2")
+    assert on_ray["executor"] == "ray" and local["executor"] == "sequential"
+    assert [c["mean"] for c in on_ray["results"]] == [c["mean"] for c in local["results"]]
+    assert run([*argv.split(), "--address", "127.0.0.1:1"]) == 2  # --address without --executor ray
+    assert "--address needs --executor ray" in capsys.readouterr().err

@@ -166,3 +166,29 @@ def test_a_dead_ray_worker_is_retried_and_charged(tmp_path) -> None:
     assert result.history.charged_runs == 1  # Ray loses only the dead worker's task
     assert result.release.params == reference.release.params
     assert result.release.epsilon > reference.release.epsilon
+
+
+def test_an_infrastructure_error_charges_only_the_attempt_that_ran_and_resume_reruns_it(tmp_path) -> None:
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
+    broken = {"on": True}
+    calls: list[int] = []
+
+    def objective(params: dict, run) -> float:
+        calls.append(run.number)
+        if broken["on"] and run.number == 3:
+            raise OSError("disk full")  # not the data's fault: the search stops, the run is re-run on resume
+        return -(params["x"] - 0.6) ** 2 + run.rng.normal(0.0, 0.02)
+
+    def search():
+        return Tuner(objective, SPACE, privacy, strategy=GPUCB(), seed=11, batch_size=3,
+                     journal=tmp_path / "j.db", objective_id="test").run()
+
+    with pytest.raises(OSError, match="disk full"):
+        search()
+    assert calls == [0, 1, 2, 3]  # runs 4 and 5 of the batch never started
+    with Journal.open(tmp_path / "j.db") as journal:
+        assert journal.charged_attempts() == 1
+    broken["on"] = False
+    result = search()
+    assert calls.count(3) == 2 and calls.count(0) == 1
+    assert result.history.charged_runs == 1 == result.release.privacy.charged_runs

@@ -105,3 +105,23 @@ def test_simulate_cli_with_random_T(capsys) -> None:
     both = "simulate --landscape synthetic:smooth --strategy uniform --fixed-T 3 --runs geometric --gamma 0.3"
     assert run(both.split()) == 2
     assert "exactly one of --fixed-T or --runs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", ["sequential", "batched"])
+def test_simulate_gives_the_same_values_with_every_executor(engine: str) -> None:
+    from dphypo.executors import ProcessExecutor
+
+    land = synthetic_landscape("ridge")
+    kwargs = dict(repeats=6, T=4, C=2.0, c=0.75, seed=11, engine=engine, batch=2)
+    strategies = [Uniform(), GPUCB()]
+    expected = [r.values for r in simulate(land, strategies, executor="sequential", **kwargs)]
+    assert len(set(expected[1].tolist())) > 1  # the repeats differ: a mix-up of repeats would show
+    with ProcessExecutor(2, gpus=[]) as pool:
+        in_pool = [r.values for r in simulate(land, strategies, executor=pool, **kwargs)]
+    for values, reference in zip(in_pool, expected, strict=True):
+        np.testing.assert_array_equal(values, reference)
+    if engine == "batched":
+        pytest.importorskip("ray")
+        on_ray = [r.values for r in simulate(land, strategies, executor="ray", workers=2, **kwargs)]
+        for values, reference in zip(on_ray, expected, strict=True):
+            np.testing.assert_array_equal(values, reference)

@@ -20,9 +20,8 @@ def _sealed(path, run_count: int = 5) -> Journal:
 
 def test_a_new_journal_is_sealed_once_and_reads_back(tmp_path) -> None:
     path = tmp_path / "search.db"
-    with _sealed(path, 12) as journal:
-        with pytest.raises(JournalError, match="already sealed"):
-            journal.seal(CONFIG, 3)
+    with _sealed(path, 12) as journal, pytest.raises(JournalError, match="already sealed"):
+        journal.seal(CONFIG, 3)
     with Journal.open(path) as journal:
         sealed = journal.sealed()
         assert sealed.run_count == 12 and sealed.config == CONFIG
@@ -121,9 +120,8 @@ def test_a_tampered_run_count_breaks_the_seal(tmp_path) -> None:
 
 def test_a_journal_in_use_cannot_be_opened_twice(tmp_path) -> None:
     path = tmp_path / "j.db"
-    with _sealed(path):
-        with pytest.raises(JournalError, match="in use"):
-            Journal.open(path)
+    with _sealed(path), pytest.raises(JournalError, match="in use"):
+        Journal.open(path)
     Journal.open(path).close()  # released with the first handle
 
 
