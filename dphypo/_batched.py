@@ -236,7 +236,7 @@ def _oriented(scores: np.ndarray, direction: Direction) -> np.ndarray:
 
 
 def _draw_batch(densities: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Row-wise :func:`dphypo.tuner._draw` with the given uniforms: inverse CDF, shape ``(B,)``."""
+    """Row-wise :func:`dphypo._loop._draw` with the given uniforms: inverse CDF, shape ``(B,)``."""
     cdf = np.cumsum(densities, axis=1)
     # cdf is non-decreasing, so counting entries ≤ x is searchsorted(cdf, x, side="right").
     found = np.count_nonzero(cdf <= (uniforms * cdf[:, -1])[:, None], axis=1)

@@ -11,8 +11,9 @@ DP-HyPO loop. Your training function receives the calibrated plan through ``run`
 
 Calibration and the release use the minimum over every valid bound. For a uniform search (C = c = 1) the
 privacy profile of one whole run (the DP-SGD PLD composed with the Gaussian PLD of the score noise,
-:func:`run_profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP accountant; adaptive searches
-(C > c) are accounted with RDP only (DP-HyPO Theorem 1: no profile bound is proven for them).
+:meth:`dphypo.train.DPSGDPlan.profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP
+accountant; adaptive searches (C > c) are accounted with RDP only (DP-HyPO Theorem 1: no profile bound is
+proven for them).
 
 With ``tune_fraction=q`` the search runs on a Poisson subsample X₁ only, and one final model is trained on X \\ X₁
 (variant 1) or X (variant 2) with the transferred learning rate (Koskela & Kulkarni 2023, :func:`tune`).
@@ -41,7 +42,6 @@ from dphypo.strategies import GPUCB, Direction, Strategy, Uniform
 from dphypo.tuner import DataFailure, Objective, Release, Run, SearchResult, Tuner
 
 if TYPE_CHECKING:
-    from dphypo.privacy.profiles import PldProfile
     from dphypo.privacy.subsampled import SubsampledTuningReport
     from dphypo.train.private import DPSGDPlan
 
@@ -51,7 +51,6 @@ __all__ = [
     "SubsampledSearchResult",
     "SubsampledTuning",
     "make_strategy",
-    "run_profile",
     "subsampled_method",
     "tune",
 ]
@@ -79,42 +78,6 @@ def make_strategy(strategy: str | Strategy, *, tau: float = 0.1, beta: float = 1
     if strategy == "gp":
         return GPUCB(tau=tau, beta=beta, scale=scale)  # type: ignore[arg-type]
     raise ValueError(f"strategy must be 'gp' or 'uniform' (or a Strategy object), got {strategy!r}")
-
-
-def run_profile(plan: DPSGDPlan, *, discretization: float = PROFILE_DISCRETIZATION) -> PldProfile:
-    """Privacy profile of one whole candidate run: DP-SGD training, then the noisy release of its score.
-
-    The DP-SGD PLD (:func:`~dphypo.privacy.profiles.dpsgd_profile`, add/remove, pessimistic) is composed with the
-    PLD of the Gaussian mechanism N(0, ``score_noise``²) on the count of correct validation predictions, whose
-    sensitivity under add/remove-one is 1 (one record changes the count by at most one). Sequential composition
-    is valid whatever record differs; the splits are disjoint, so a parallel-composition (max) profile would also
-    hold, but like :meth:`DPSGDPlan.rdp` we keep the conservative sum. Without ``score_noise`` the profile is the
-    training's alone.
-
-    Args:
-        plan: The run's plan.
-        discretization: PLD discretisation interval (both PLDs must share it to compose).
-
-    Returns:
-        The profile.
-    """
-    from dp_accounting import privacy_accountant
-    from dp_accounting.pld import privacy_loss_distribution
-
-    from dphypo.privacy.profiles import PldProfile, dpsgd_profile
-
-    training = dpsgd_profile(plan.sigma, plan.sample_rate, plan.steps, discretization=discretization)
-    if plan.score_noise is None:
-        return training
-    score = privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=plan.score_noise,
-        sensitivity=1.0,
-        pessimistic_estimate=True,
-        value_discretization_interval=discretization,
-        use_connect_dots=True,
-        neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    )
-    return training.compose(PldProfile(score, f"Gaussian score count (std={plan.score_noise:g}, sensitivity 1)"))
 
 
 def tune(
@@ -235,7 +198,7 @@ def tune(
                          n_val=n_val)
 
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
-    profile_for = None if search.adaptive else (lambda s: run_profile(plan_for(s)))
+    profile_for = None if search.adaptive else (lambda s: plan_for(s).profile(PROFILE_DISCRETIZATION))
     if epsilon is not None:
         plan_for(1.0)  # validate the plan's fields before calibrating
         sigma = calibrate_sigma(epsilon, delta, search, lambda s: plan_for(s).rdp(), profile_for_sigma=profile_for

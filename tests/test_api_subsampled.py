@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dphypo.train.objective as objective_module
-from dphypo.api import run_profile, tune
+from dphypo.api import tune
 from dphypo.privacy import Poisson, SearchPrivacy, account, calibrate_sigma, geometric
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.profiles import GaussianProfile
@@ -133,20 +133,20 @@ def test_out_of_scope_configurations_are_refused_before_training() -> None:
 
 
 # -- uniform tune: calibration through the per-run privacy profile --------------------------------------------
-def test_run_profile_composes_training_and_score_like_one_gaussian() -> None:
+def test_plan_profile_composes_training_and_score_like_one_gaussian() -> None:
     # Full-batch DP-SGD (rate 1) for E steps = Gaussian with σ/√E; composed with the score's N(0, z²):
     # one Gaussian with σ_eff = (E/σ² + 1/z²)^(-1/2) (closed form, Balle & Wang 2018, Theorem 8).
     sigma, epochs, z = 3.0, 4, 2.5
     plan = DPSGDPlan(sigma=sigma, batch_size=50, epochs=epochs, n_train=50, n_val=10, score_noise=z)
     assert plan.sample_rate == 1.0 and plan.steps == epochs
     exact = GaussianProfile((epochs / sigma**2 + 1 / z**2) ** -0.5)
-    profile = run_profile(plan, discretization=1e-4)
+    profile = plan.profile(discretization=1e-4)
     eps = np.array([0.25, 0.5, 1.0, 2.0])
     got, want = profile.delta(eps), exact.delta(eps)
     assert np.all(got >= want * (1 - 1e-9))  # pessimistic: an upper bound
     np.testing.assert_allclose(got, want, rtol=2e-2)
     assert profile.epsilon(1e-5) == pytest.approx(exact.epsilon(1e-5), abs=5e-3)
-    without_score = run_profile(DPSGDPlan(sigma=sigma, batch_size=50, epochs=epochs, n_train=50))
+    without_score = DPSGDPlan(sigma=sigma, batch_size=50, epochs=epochs, n_train=50).profile()
     assert without_score.epsilon(1e-5) < profile.epsilon(1e-5)
 
 

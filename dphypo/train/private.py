@@ -31,6 +31,7 @@ import numpy as np
 from dphypo.privacy import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, gaussian_rdp
 
 if TYPE_CHECKING:
+    from dphypo.privacy.profiles import PldProfile
     from dphypo.train.data import Splits
     from dphypo.tuner import Run
 
@@ -147,6 +148,40 @@ class DPSGDPlan:
     def training_rdp(self, orders: Iterable[float] | None = None) -> RdpCurve:
         """RDP of the DP-SGD training alone (Mironov, Talwar & Zhang 2019; via :func:`~dphypo.privacy.dpsgd_rdp`)."""
         return dpsgd_rdp(self.sigma, self.sample_rate, self.steps, orders=orders)
+
+    def profile(self, discretization: float = 1e-3) -> PldProfile:
+        """Privacy profile of one whole candidate run: DP-SGD training, then the noisy release of its score.
+
+        The DP-SGD PLD (:func:`~dphypo.privacy.profiles.dpsgd_profile`, add/remove, pessimistic) is composed with the
+        PLD of the Gaussian mechanism N(0, ``score_noise``²) on the count of correct validation predictions, whose
+        sensitivity under add/remove-one is 1 (one record changes the count by at most one). Sequential composition
+        is valid whatever record differs; the splits are disjoint, so a parallel-composition (max) profile would also
+        hold, but like :meth:`rdp` we keep the conservative sum. Without ``score_noise`` the profile is the
+        training's alone.
+
+        Args:
+            discretization: PLD discretisation interval (both PLDs must share it to compose).
+
+        Returns:
+            The profile.
+        """
+        from dp_accounting import privacy_accountant
+        from dp_accounting.pld import privacy_loss_distribution
+
+        from dphypo.privacy.profiles import PldProfile, dpsgd_profile
+
+        training = dpsgd_profile(self.sigma, self.sample_rate, self.steps, discretization=discretization)
+        if self.score_noise is None:
+            return training
+        score = privacy_loss_distribution.from_gaussian_mechanism(
+            standard_deviation=self.score_noise,
+            sensitivity=1.0,
+            pessimistic_estimate=True,
+            value_discretization_interval=discretization,
+            use_connect_dots=True,
+            neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        )
+        return training.compose(PldProfile(score, f"Gaussian score count (std={self.score_noise:g}, sensitivity 1)"))
 
     def rdp(self, orders: Iterable[float] | None = None) -> RdpCurve:
         """RDP of one candidate run: DP-SGD training composed with the noisy score release.
