@@ -2,6 +2,7 @@
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/simulate.py [--searches 500] [--sequential 4] [--workers 2]``
      ``OMP_NUM_THREADS=1 python benchmarks/simulate.py --compare 600 [--workers 2]``  (distribution check)
+     ``OMP_NUM_THREADS=1 python benchmarks/simulate.py --random-T 400 [--workers 2]``  (batching with random T)
 
 Timing: synthetic smooth bump on a 50 x 50 grid (lr 1e-4..1 log x clip 0.1..5 linear), GP-UCB (τ = 0.1, β = 1,
 standardized), C = 2, c = 0.75 (the paper's values), fixed T = 20. The batched engine runs ``--searches``
@@ -10,6 +11,10 @@ searches with ``--workers`` processes (wall time, process start-up included). Th
 extrapolated assuming perfect scaling (which favours the sequential loop). Both are extrapolated linearly to
 10,000 searches. The repeats both engines ran are compared: the released value should be identical. The
 machine is shared: the load average (``os.getloadavg``) is printed beside every number.
+
+``--random-T N``: N GP searches with geometric T (E[T] = 20) on the shipped digits landscape, batched two ways:
+repeats grouped by equal T (the engine before session 2) and repeats of every T mixed in one batch, members
+leaving it at their own T (now). Prints both wall times, their ratio, and both means (they must be equal).
 
 ``--compare N``: the two-sample comparison of ``tests/test_batched.py`` with larger samples (N sequential
 searches in a pool of ``--workers``, 10 N batched ones, independent seeds), against the unchanged batched
@@ -160,6 +165,40 @@ def run_compare(args: argparse.Namespace) -> None:
         print("  " + "; ".join(line))
 
 
+def _jobs_grouped_by_T(
+    landscape: Landscape, strategy: GPUCB, counts: np.ndarray, batch: int, C: float, c: float, seed: int,
+    workers: int,
+) -> list[tuple]:
+    """The previous batching: one batch per distinct T (the engine still accepts it: lengths are all equal)."""
+    jobs = []
+    for T in sorted(set(counts.tolist()) - {0}, reverse=True):
+        repeats = np.flatnonzero(counts == T)
+        for start in range(0, repeats.size, batch):
+            part = repeats[start : start + batch]
+            jobs.append((landscape, strategy, [int(T)] * part.size, part.tolist(), C, c, seed))
+    return jobs
+
+
+def run_random_T(args: argparse.Namespace) -> None:
+    import dphypo._batched as batched
+    from dphypo.landscapes import resolve_landscape
+    from dphypo.privacy import geometric
+
+    land = resolve_landscape("landscapes/digits_mlp_sigma1.7673.npz")
+    mixed = batched._jobs
+    seconds, means = {}, {}
+    for name, jobs in (("grouped by T", _jobs_grouped_by_T), ("mixed T", mixed)):
+        batched._jobs = jobs
+        start = time.perf_counter()
+        values = simulate_batched(land, GPUCB(), repeats=args.random_T, run_count=geometric(0.05), C=TIMED_C,
+                                  c=TIMED_c, seed=args.seed, workers=args.workers, batch=args.batch)
+        seconds[name], means[name] = time.perf_counter() - start, float(values.mean())
+        print(f"{name:>13}: {seconds[name]:6.1f} s, mean released value {means[name]:.4f}  [{load()}]")
+    batched._jobs = mixed
+    print(f"mixed-T batching is {seconds['grouped by T'] / seconds['mixed T']:.2f}x faster; "
+          f"same values: {means['grouped by T'] == means['mixed T']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--searches", type=int, default=500, help="Batched GP searches to time.")
@@ -170,8 +209,11 @@ def main() -> None:
     parser.add_argument(
         "--compare", type=int, default=0, help="Run the distribution check with N sequential."
     )
+    parser.add_argument("--random-T", type=int, default=0, help="Time N searches with geometric T, two batchings.")
     args = parser.parse_args()
-    if args.compare:
+    if args.random_T:
+        run_random_T(args)
+    elif args.compare:
         run_compare(args)
     else:
         run_timing(args)

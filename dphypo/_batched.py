@@ -2,8 +2,10 @@
 
 Each repeat is the search :func:`dphypo.simulate.simulate_once` runs — the Framework-1 loop of
 :func:`dphypo.tuner.run_loop` (DP-HyPO, Wang et al. 2023, Framework 1 / Algorithm 3) with the same per-repeat
-random streams (landscape noise, T, sampling, strategy seed) — but the repeats that share T are computed as
-one batch: at step t every member's GP is fitted in one batched BoTorch fit (:mod:`dphypo._batched_gp`), UCB,
+random streams (landscape noise, T, sampling, strategy seed) — but many repeats are computed as one batch: at
+step t every member that still runs (t < its T; a repeat's path up to step t never depends on its T, so
+members simply leave the batch when their T is reached) gets its GP fitted in one batched BoTorch fit
+(:mod:`dphypo._batched_gp`), UCB,
 the tilted softmax and the projection onto S_{C,c}(π0) (DP-HyPO eq. 3.1) are vectorised over members, and each
 member draws its candidate and its noisy score from its own streams. Uniform search needs no GP: each repeat's
 T draws are vectorised.
@@ -243,7 +245,9 @@ def _draw_batch(densities: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
     return np.minimum(found, densities.shape[1] - 1)
 
 
-def release_batch(indices: np.ndarray, scores: np.ndarray, direction: Direction) -> np.ndarray:
+def release_batch(
+    indices: np.ndarray, scores: np.ndarray, direction: Direction, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """Grid index each search releases under :func:`dphypo.tuner.better`, shape ``(B,)``.
 
     Best score in ``direction``; a failed (non-finite) run loses to every finished one; ties go to the smaller
@@ -253,26 +257,40 @@ def release_batch(indices: np.ndarray, scores: np.ndarray, direction: Direction)
         indices: Grid indices of the runs, shape ``(B, T)``, T ≥ 1.
         scores: Their scores, shape ``(B, T)``.
         direction: ``"maximize"`` or ``"minimize"``.
+        lengths: Shape ``(B,)``, each search's number of runs T_b ≥ 1 (only its first T_b columns count);
+            default: all T.
 
     Returns:
         int64 grid indices, shape ``(B,)``.
     """
     oriented = scores if direction == "maximize" else -scores
     oriented = np.where(np.isfinite(scores), oriented, -np.inf)
-    tied = oriented == oriented.max(axis=1, keepdims=True)
+    ran = np.ones(scores.shape, dtype=bool)
+    if lengths is not None:
+        ran = np.arange(scores.shape[1]) < np.asarray(lengths)[:, None]
+        oriented = np.where(ran, oriented, -np.inf)
+    tied = ran & (oriented == oriented.max(axis=1, keepdims=True))
     return np.where(tied, indices, np.iinfo(np.int64).max).min(axis=1)
 
 
 # ---------------------------------------------------------------------------------------------- searches
 def search_paths(
-    landscape: Landscape, strategy: Strategy, T: int, repeats: Sequence[int], *, C: float, c: float, seed: int
+    landscape: Landscape,
+    strategy: Strategy,
+    T: int | Sequence[int],
+    repeats: Sequence[int],
+    *,
+    C: float,
+    c: float,
+    seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run the given repeats (all with T runs) as one batch.
+    """Run the given repeats as one batch.
 
     Args:
         landscape: Mean/std of the score over the grid.
         strategy: :class:`~dphypo.strategies.Uniform` or :class:`~dphypo.strategies.GPUCB`.
-        T: Number of runs of every repeat, ≥ 1.
+        T: Number of runs of every repeat, ≥ 1, or one number per repeat (a member leaves the batch after its
+            own T runs).
         repeats: Repeat numbers (select each repeat's streams).
         C: Upper density-ratio bound.
         c: Lower density-ratio bound.
@@ -280,22 +298,25 @@ def search_paths(
 
     Returns:
         ``(indices, scores)``: the grid index and noisy score of every run, each of shape
-        ``(len(repeats), T)``.
+        ``(len(repeats), max T)``; entries after a member's T are -1 and NaN.
     """
+    lengths = np.broadcast_to(np.asarray(T, dtype=np.int64), (len(repeats),)).copy()
+    if lengths.size and lengths.min() < 1:
+        raise ValueError(f"T must be >= 1 for every repeat, got {T!r}")
     streams = [repeat_streams(seed, int(r)) for r in repeats]
     noise = [np.random.default_rng(s[NOISE]) for s in streams]
     sampling = [np.random.default_rng(s[SAMPLING]) for s in streams]
     if isinstance(strategy, Uniform):
-        return _uniform_paths(landscape, T, noise, sampling, C, c)
+        return _uniform_paths(landscape, lengths, noise, sampling, C, c)
     if isinstance(strategy, GPUCB):
         strategy_seeds = [int(s[STRATEGY].generate_state(1)[0]) for s in streams]
-        return _gpucb_paths(landscape, strategy, T, noise, sampling, strategy_seeds, C, c)
+        return _gpucb_paths(landscape, strategy, lengths, noise, sampling, strategy_seeds, C, c)
     raise ValueError(f"strategy must be Uniform or GPUCB for the batched engine, got {strategy!r}")
 
 
 def _uniform_paths(
     landscape: Landscape,
-    T: int,
+    lengths: np.ndarray,
     noise: list[np.random.Generator],
     sampling: list[np.random.Generator],
     C: float,
@@ -305,20 +326,26 @@ def _uniform_paths(
     prior = np.asarray(landscape.space.prior, dtype=np.float64)
     cdf = np.cumsum(_projected_prior(prior, C, c))
     mean, std = landscape.mean.ravel(), landscape.std.ravel()
-    indices = np.empty((len(noise), T), dtype=np.int64)
-    scores = np.empty((len(noise), T))
+    indices, scores = _empty_paths(lengths)
     for m, (noise_rng, sampling_rng) in enumerate(zip(noise, sampling, strict=True)):
         # Same values as T successive rng.random() / rng.normal(mean_i, std_i) calls of the sequential loop.
+        T = int(lengths[m])
         found = np.searchsorted(cdf, sampling_rng.random(T) * cdf[-1], side="right")
-        indices[m] = np.minimum(found, cdf.size - 1)
-        scores[m] = noise_rng.normal(mean[indices[m]], std[indices[m]])
+        indices[m, :T] = np.minimum(found, cdf.size - 1)
+        scores[m, :T] = noise_rng.normal(mean[indices[m, :T]], std[indices[m, :T]])
     return indices, scores
+
+
+def _empty_paths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index and score arrays of shape ``(members, max T)``: -1 and NaN where a member made no run."""
+    shape = (lengths.size, int(lengths.max()) if lengths.size else 0)
+    return np.full(shape, -1, dtype=np.int64), np.full(shape, np.nan)
 
 
 def _gpucb_paths(
     landscape: Landscape,
     strategy: GPUCB,
-    T: int,
+    lengths: np.ndarray,
     noise: list[np.random.Generator],
     sampling: list[np.random.Generator],
     strategy_seeds: list[int],
@@ -332,18 +359,19 @@ def _gpucb_paths(
     prior = np.asarray(space.prior, dtype=np.float64)
     factors = GridFactors(space.unit_coordinates)
     mean, std = landscape.mean.ravel(), landscape.std.ravel()
-    indices = np.empty((members, T), dtype=np.int64)
-    scores = np.empty((members, T))
+    indices, scores = _empty_paths(lengths)
     # The unprojected density of the last step (a fallback reuses it) and its projection.
     density = np.tile(prior, (members, 1))
     projected = np.tile(_projected_prior(prior, C, c), (members, 1))
-    for t in range(T):
+    for t in range(indices.shape[1]):
+        active = np.flatnonzero(lengths > t)  # members whose search makes a run at step t
         # t = 0: the prior; t = 1: one observation cannot be fitted, so the previous density (prior) is kept.
         if t >= 2:
-            utilities = _oriented(scores[:, :t], landscape.direction)  # type: ignore[arg-type]
-            fittable = np.flatnonzero(np.all(np.isfinite(utilities), axis=1))
+            utilities = _oriented(scores[active, :t], landscape.direction)  # type: ignore[arg-type]
+            finite = np.all(np.isfinite(utilities), axis=1)
+            fittable = active[finite]
             seeds = np.array([_step_seed(strategy_seeds[m], t) for m in fittable], dtype=np.int64)
-            fit = fit_surrogate_batch(factors, indices[fittable, :t], utilities[fittable], seeds=seeds)
+            fit = fit_surrogate_batch(factors, indices[fittable, :t], utilities[finite], seeds=seeds)
             updated = fittable[fit.ok]
             if updated.size:
                 s = ucb_scores_batch(
@@ -356,30 +384,36 @@ def _gpucb_paths(
                 )
                 density[updated] = tilted_softmax_batch(s, strategy.beta, prior)
                 projected[updated] = _checked_projection(density[updated], prior, C, c)
-        uniforms = np.array([rng.random() for rng in sampling])
-        indices[:, t] = _draw_batch(projected, uniforms)
-        scores[:, t] = [rng.normal(mean[i], std[i]) for rng, i in zip(noise, indices[:, t], strict=True)]
+        uniforms = np.array([sampling[m].random() for m in active])
+        indices[active, t] = _draw_batch(projected[active], uniforms)
+        scores[active, t] = [noise[m].normal(mean[i], std[i]) for m, i in zip(active, indices[active, t], strict=True)]
     return indices, scores
 
 
 def _run_job(job: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """One batch of repeats sharing T; returns ``(repeats, released grid indices)``."""
-    landscape, strategy, T, repeats, C, c, seed = job
-    indices, scores = search_paths(landscape, strategy, T, repeats, C=C, c=c, seed=seed)
-    return np.asarray(repeats), release_batch(indices, scores, landscape.direction)  # type: ignore[arg-type]
+    """One batch of repeats (each with its own T); returns ``(repeats, released grid indices)``."""
+    landscape, strategy, lengths, repeats, C, c, seed = job
+    indices, scores = search_paths(landscape, strategy, lengths, repeats, C=C, c=c, seed=seed)
+    released = release_batch(indices, scores, landscape.direction, np.asarray(lengths))  # type: ignore[arg-type]
+    return np.asarray(repeats), released
 
 
 def _jobs(
-    landscape: Landscape, strategy: Strategy, counts: np.ndarray, batch: int, C: float, c: float, seed: int
+    landscape: Landscape, strategy: Strategy, counts: np.ndarray, batch: int, C: float, c: float, seed: int,
+    workers: int,
 ) -> list[tuple]:
-    """Batches of repeats sharing T (repeats with T = 0 make no run and need no job), longest T first."""
+    """Batches of repeats with every range of T in each (repeats with T = 0 make no run and need no job).
+
+    Repeats sorted by T are dealt round-robin into at least ``workers`` batches of at most ``batch`` members, so
+    each batch holds a similar mix of short and long searches (members leave their batch when their own T is
+    reached) and the workers finish together.
+    """
+    runs = np.flatnonzero(counts > 0)
+    order = runs[np.argsort(-counts[runs], kind="stable")]
     size = _UNIFORM_JOB if isinstance(strategy, Uniform) else batch
-    jobs = []
-    for T in sorted(set(counts.tolist()) - {0}, reverse=True):
-        repeats = np.flatnonzero(counts == T)
-        for start in range(0, repeats.size, size):
-            jobs.append((landscape, strategy, int(T), repeats[start : start + size].tolist(), C, c, seed))
-    return jobs
+    count = min(order.size, max(workers, -(-order.size // size)))
+    parts = [order[k::count] for k in range(count)]
+    return [(landscape, strategy, counts[part].tolist(), part.tolist(), C, c, seed) for part in parts]
 
 
 def simulate_batched(
@@ -406,14 +440,14 @@ def simulate_batched(
         strategy: :class:`~dphypo.strategies.Uniform` or :class:`~dphypo.strategies.GPUCB`.
         repeats: Number of searches, ≥ 1.
         T: Fixed number of runs, or
-        run_count: its distribution (T drawn per repeat, repeats grouped by T).
+        run_count: its distribution (T drawn per repeat; a batch mixes repeats of different T).
         C: Upper density-ratio bound.
         c: Lower density-ratio bound.
         seed: Study seed.
         batch: GP searches fitted together (members of one batched GP), ≥ 1.
         workers: Processes of the default executor (default: all cores, one torch thread each, at most one per
             job); 1 runs in this process. With ``executor`` given by name: its workers.
-        executor: Where the jobs (batches of repeats sharing T) run: an :class:`~dphypo.executors.Executor`
+        executor: Where the jobs (batches of repeats) run: an :class:`~dphypo.executors.Executor`
             (left open), ``"sequential"``, ``"process"`` or ``"ray"`` (created here and closed), or ``None``: a
             local process pool of ``workers``. The values are the same with every executor.
 
@@ -432,10 +466,10 @@ def simulate_batched(
         raise ValueError(f"T must be a positive integer, got {T!r}")
     _check_bounds(C, c)
     counts = np.full(repeats, T, dtype=np.int64) if T is not None else run_counts(run_count, seed, repeats)
-    jobs = _jobs(landscape, strategy, counts, batch, C, c, seed)
-    if executor is None:  # no more processes than jobs (each process pays its imports)
-        workers = min(workers or os.cpu_count() or 1, max(len(jobs), 1))
+    if executor is None:  # no more processes than searches (each process pays its imports)
+        workers = min(workers or os.cpu_count() or 1, max(int(np.count_nonzero(counts)), 1))
     with executor_scope(executor, workers=workers) as spread:
+        jobs = _jobs(landscape, strategy, counts, batch, C, c, seed, spread.workers)
         done = spread.run(_run_job, jobs)
     values = np.full(repeats, landscape.worst_value)
     for members, released in done:

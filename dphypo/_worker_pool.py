@@ -20,6 +20,8 @@ import os
 import pickle
 import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import connection, util
@@ -108,8 +110,20 @@ def _portable(error: BaseException) -> tuple[BaseException, str]:
     return error, text
 
 
+def _exit_with_parent(parent: int, interval: float = 1.0) -> None:
+    """Daemon thread body: end this worker as soon as its parent is gone (killed with ``kill -9``, say).
+
+    An idle worker notices from its pipe, but a busy one would otherwise finish its item for nobody, holding a
+    core (and a GPU) long after the search died.
+    """
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)
+
+
 def _worker_main(conn: connection.Connection, threads: str, gpu: str | None) -> None:
     """Worker loop: receive a pickled ``(fn, item)``, send back ``(True, result)`` or ``(False, (error, tb))``."""
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     # Ctrl-C reaches the whole process group; the parent handles it (and kills busy workers), idle ones wait.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(dict.fromkeys(THREAD_VARIABLES, threads))

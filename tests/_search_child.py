@@ -39,6 +39,13 @@ class DyingObjective:
         return score, f"model-{run.number}-{run.seed}"
 
 
+def report_pid_and_sleep(path: str) -> None:
+    """A long item for a pool worker: writes the worker's pid, then sleeps (the test kills the parent)."""
+    with open(path, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(120)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("journal")

@@ -249,3 +249,21 @@ def test_two_sample_test_detects_a_skipped_projection(plane, sequential) -> None
     unprojected = search_paths(plane, STRATEGY, T, range(BATCHED_REPEATS), C=1e6, c=1e-6, seed=12)
     p_values = _two_sample_p_values(plane, sequential, unprojected)
     assert p_values["incumbent distance"] < ALPHA, p_values
+
+
+@pytest.mark.parametrize("strategy", [Uniform(), GPUCB(beta=2.0)], ids=["uniform", "gp"])
+def test_members_with_different_T_leave_the_batch_without_changing_the_others(strategy) -> None:
+    land = _tilted_plane(size=4)
+    lengths = [7, 3, 5, 1, 7]
+    mixed_indices, mixed_scores = search_paths(land, strategy, lengths, range(5), C=2.0, c=0.5, seed=4)
+    assert mixed_indices.shape == (5, 7)
+    for member, T_member in enumerate(lengths):
+        alone_indices, alone_scores = search_paths(land, strategy, T_member, [member], C=2.0, c=0.5, seed=4)
+        np.testing.assert_array_equal(mixed_indices[member, :T_member], alone_indices[0])
+        np.testing.assert_allclose(mixed_scores[member, :T_member], alone_scores[0], rtol=0, atol=0)
+        assert np.all(mixed_indices[member, T_member:] == -1) and np.all(np.isnan(mixed_scores[member, T_member:]))
+    released = release_batch(mixed_indices, mixed_scores, "maximize", np.array(lengths))
+    for member, T_member in enumerate(lengths):
+        prefix = release_batch(mixed_indices[member : member + 1, :T_member],
+                               mixed_scores[member : member + 1, :T_member], "maximize")
+        assert released[member] == prefix[0]

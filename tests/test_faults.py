@@ -192,3 +192,34 @@ def test_an_infrastructure_error_charges_only_the_attempt_that_ran_and_resume_re
     result = search()
     assert calls.count(3) == 2 and calls.count(0) == 1
     assert result.history.charged_runs == 1 == result.release.privacy.charged_runs
+
+
+def test_a_busy_pool_worker_exits_when_its_parent_is_killed(tmp_path) -> None:
+    pid_file = tmp_path / "worker.pid"
+    script = (
+        "from dphypo.executors import ProcessExecutor\n"
+        "from tests._search_child import report_pid_and_sleep\n"
+        f"ProcessExecutor(1).run(report_pid_and_sleep, [{str(pid_file)!r}])\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while _alive(worker):
+        assert time.monotonic() < deadline, "the worker kept running after its parent was killed"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited; only its parent has not reaped it yet
+        return stat.read().split()[2] != "Z"
