@@ -8,11 +8,11 @@ Repeats are independent; repeat r of every strategy uses the same random streams
 for T (common random numbers), which makes strategy differences less noisy without biasing either arm.
 
 Two engines run the same searches: ``"sequential"`` runs each repeat through :func:`~dphypo.tuner.run_loop`;
-``"batched"`` (:mod:`dphypo._batched`) advances all repeats that share T together — one
-batched GP fit per step across them — and releases, repeat by repeat, the same λ up to floating-point
-round-off in the GP fit, much faster. Either engine spreads its work (chunks of repeats, or batches) over an
-:mod:`executor <dphypo.executors>`: a local process pool by default, or Ray; each repeat uses only its own
-streams, so the values do not depend on the executor or the number of workers.
+``"batched"`` (:mod:`dphypo._batched`) advances many repeats together — one batched GP fit per step
+across those still running (a repeat leaves its batch at its own T) — and releases, repeat by repeat, the
+same λ up to floating-point round-off in the GP fit, much faster. Either engine spreads its work (chunks of
+repeats, or batches) over an :mod:`executor <dphypo.executors>`: a local process pool by default, or Ray; each
+repeat uses only its own streams, so the values do not depend on the executor or the number of workers.
 """
 
 from __future__ import annotations
@@ -192,8 +192,9 @@ def simulate(
         seed: Study seed.
         workers: Processes of the default executor (default: all cores, one torch thread each); 1 runs in this
             process. With ``executor`` given by name: its workers.
-        engine: ``"sequential"`` (one :func:`simulate_once` per repeat) or ``"batched"`` (repeats sharing T
-            run together; :class:`~dphypo.strategies.Uniform` and :class:`~dphypo.strategies.GPUCB` only).
+        engine: ``"sequential"`` (one :func:`simulate_once` per repeat) or ``"batched"`` (repeats run
+            together, each to its own T; :class:`~dphypo.strategies.Uniform` and
+            :class:`~dphypo.strategies.GPUCB` only).
             Both release the same λ per repeat, up to round-off in the GP fit.
         batch: Batched engine only: GP searches fitted together, ≥ 1 (a few hundred amortise the per-step
             cost).
