@@ -35,6 +35,7 @@ __all__ = [
     "account_pure",
     "calibrate_dpsgd_sigma",
     "calibrate_sigma",
+    "check_same_mechanism",
     "smallest_sigma",
 ]
 
@@ -199,6 +200,28 @@ def _check_delta(delta: float) -> None:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 
 
+def check_same_mechanism(base: RdpCurve, profile: Any) -> None:
+    """Refuse a privacy profile that does not bound the same mechanism as the RDP curve.
+
+    A profile of less than the curve covers (e.g. the training alone, next to a curve that also covers the score
+    release) would under-report ε, so both must carry the same exact description
+    (:data:`~dphypo.privacy.rdp.Mechanism`: built by ``dpsgd_rdp``/``dpsgd_profile``, ``gaussian_rdp``/
+    ``GaussianProfile`` and kept through composition); an unknown description on either side is refused too.
+
+    Raises:
+        ValueError: The descriptions differ or one is unknown.
+    """
+    curve_key, profile_key = base.mechanism, getattr(profile, "mechanism", None)
+    if curve_key is None or profile_key is None or curve_key != profile_key:
+        def show(key: Any) -> str:
+            return "unknown" if key is None else " + ".join(key) or "data-independent"
+
+        raise ValueError(
+            f"the privacy profile must describe the same mechanism as the RDP curve: the curve covers "
+            f"{show(curve_key)}, the profile covers {show(profile_key)}"
+        )
+
+
 def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any = None) -> PrivacyReport:
     """Total (ε, δ) of a search whose every candidate satisfies ``base``: the minimum over every valid bound.
 
@@ -221,6 +244,8 @@ def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any
         The report; ``methods`` lists every bound evaluated and ``method`` the one used.
     """
     _check_delta(delta)
+    if profile is not None:
+        check_same_mechanism(base, profile)
     methods: dict[str, float] = {}
     theorems: dict[str, str] = {}
     order, order_hat = math.nan, math.nan

@@ -266,16 +266,24 @@ class Poisson(RunCountDistribution):
     T = 0 has probability e^{−μ}; the search then releases a fixed, data-independent output. It is not
     conditioned on T ≥ 1 (that would be a different distribution, not covered by Theorem 6).
 
+    Scope: μ ≥ 1. Theorem 6's bound ε(α) + μδ̂ + log(μ)/(α−1) has a negative last term for μ < 1, which at
+    small orders pushes the "bound" below zero (a divergence never is): the statement is only meaningful for
+    μ ≥ 1 (P&S §3.3 use μ ≥ 1 throughout; dp_accounting's ``PoissonTuning`` requires it too). A smaller μ
+    would also make a search with no run the likely outcome.
+
     Args:
-        mean: μ > 0.
+        mean: μ ≥ 1.
     """
 
     mean: float
     support_min: ClassVar[int] = 0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.mean, (int, float)) and math.isfinite(self.mean) and self.mean > 0.0):
-            raise ValueError(f"mean must be a finite number > 0 for a Poisson run count, got {self.mean!r}")
+        if not (isinstance(self.mean, (int, float)) and math.isfinite(self.mean) and self.mean >= 1.0):
+            raise ValueError(
+                f"mean must be a finite number >= 1 for a Poisson run count (Papernot-Steinke Theorem 6's scope), "
+                f"got {self.mean!r}"
+            )
         object.__setattr__(self, "mean", float(self.mean))
 
     @property

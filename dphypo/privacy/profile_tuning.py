@@ -40,7 +40,7 @@ from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
 from dphypo.privacy.distributions import Poisson, TruncatedNegativeBinomial
 from dphypo.privacy.profiles import DEFAULT_DISCRETIZATION, PrivacyProfile, dpsgd_profile
-from dphypo.privacy.rdp import RdpCurve, dpsgd_rdp
+from dphypo.privacy.rdp import RdpCurve, dpsgd_rdp, nonnegative_bound
 
 __all__ = [
     "METHOD_BINOMIAL",
@@ -385,7 +385,8 @@ def poisson_rdp_with_profile_bound(
     for i, alpha in enumerate(a):
         from_rdp, _ = delta_from_rdp(a, base.epsilons, float(eps_hat[i]), pure_epsilon=base.pure_epsilon)
         eps[i] = base.epsilons[i] + mu * min(from_rdp, float(from_profile[i])) + math.log(mu) / (alpha - 1.0)
-    curve = RdpCurve(a, np.maximum(eps, 0.0), None, f"P&S Thm 6 (profile delta-hat) of ({base.label})")
+    curve = RdpCurve(a, nonnegative_bound(eps, "Papernot-Steinke Theorem 6 (PLD delta-hat)"), None,
+                     f"P&S Thm 6 (profile delta-hat) of ({base.label})")
     value, order = epsilon_from_rdp(curve.orders, curve.monotone().epsilons, delta)
     method, nan = METHOD_POISSON_RDP_PLD, math.nan
     return ProfileBound(value, delta, method, _THEOREMS[method], nan, nan, nan, nan, mu, order)

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
+from dphypo.privacy.rdp import Mechanism, compose_mechanisms, dpsgd_mechanism, mechanism_key
+
 __all__ = [
     "DEFAULT_DISCRETIZATION",
     "DiscreteProfile",
@@ -61,6 +63,14 @@ class PrivacyProfile(ABC):
     @abstractmethod
     def label(self) -> str:
         """Human-readable description of the mechanism."""
+
+    @property
+    def mechanism(self) -> Mechanism | None:
+        """Exact description of the mechanism (:data:`~dphypo.privacy.rdp.Mechanism`), ``None`` if unknown.
+
+        The accountant uses a profile only next to an RDP curve of the same mechanism.
+        """
+        return None
 
     @abstractmethod
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
@@ -177,10 +187,12 @@ class PldProfile(PrivacyProfile):
         pld: A ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``; it must have been
             built with ``pessimistic_estimate=True`` (the default) for the result to be an upper bound.
         name: Description of the mechanism.
+        mechanism_key: Exact description of the mechanism (:data:`~dphypo.privacy.rdp.Mechanism`), if known.
     """
 
     pld: Any
     name: str = "PLD"
+    mechanism_key: Mechanism | None = None
     _tables: tuple[_LossTable, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
@@ -199,6 +211,10 @@ class PldProfile(PrivacyProfile):
     def label(self) -> str:
         return self.name
 
+    @property
+    def mechanism(self) -> Mechanism | None:
+        return self.mechanism_key
+
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         eps = np.asarray(epsilon, dtype=np.float64)
         if np.any(np.isnan(eps)):
@@ -213,7 +229,8 @@ class PldProfile(PrivacyProfile):
 
     def compose(self, other: PldProfile) -> PldProfile:
         """Sequential composition (e.g. a run, then the noisy release of its score); same discretisation."""
-        return PldProfile(self.pld.compose(other.pld), f"{self.name} + {other.name}")
+        return PldProfile(self.pld.compose(other.pld), f"{self.name} + {other.name}",
+                          compose_mechanisms(self.mechanism, other.mechanism))
 
 
 @lru_cache(maxsize=16)
@@ -232,7 +249,7 @@ def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, discretization:
     )
     pld = single if steps == 1 else single.self_compose(steps)
     label = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps}) [PLD {discretization:g}]"
-    return PldProfile(pld, label)
+    return PldProfile(pld, label, dpsgd_mechanism(sigma, sample_rate, steps))
 
 
 def dpsgd_profile(
@@ -291,6 +308,10 @@ class GaussianProfile(PrivacyProfile):
     @property
     def label(self) -> str:
         return f"Gaussian(sigma={self.sigma:g}, sensitivity={self.sensitivity:g})"
+
+    @property
+    def mechanism(self) -> Mechanism | None:
+        return mechanism_key("Gaussian", sigma=float(self.sigma), sensitivity=float(self.sensitivity))
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         eps = np.asarray(epsilon, dtype=np.float64)
@@ -365,6 +386,12 @@ class MaxProfile(PrivacyProfile):
     @property
     def label(self) -> str:
         return self.name or "max(" + ", ".join(p.label for p in self.profiles) + ")"
+
+    @property
+    def mechanism(self) -> Mechanism | None:
+        """The members' common mechanism, else ``None`` (a max over different mechanisms is none of them)."""
+        keys = {p.mechanism for p in self.profiles}
+        return keys.pop() if len(keys) == 1 else None
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         return np.max(np.stack([np.asarray(p.delta(epsilon)) for p in self.profiles]), axis=0)

@@ -24,11 +24,16 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "Mechanism",
     "RdpCurve",
     "compose",
+    "compose_mechanisms",
     "custom_rdp",
+    "dpsgd_mechanism",
     "dpsgd_rdp",
     "gaussian_rdp",
+    "mechanism_key",
+    "nonnegative_bound",
     "pure_dp_rdp",
     "zero_rdp",
 ]
@@ -53,6 +58,27 @@ def _default_orders() -> np.ndarray:
 DEFAULT_ORDERS: np.ndarray = _default_orders()
 
 
+#: What a curve or a profile is a bound *of*: a sorted multiset of base-mechanism keys (:func:`mechanism_key`), so
+#: that two bounds can be checked to describe the same mechanism; ``None`` means unknown (a user-supplied bound).
+Mechanism = tuple[str, ...]
+
+
+def mechanism_key(name: str, **params: float) -> Mechanism:
+    """The description of one base mechanism, exact in its parameters (``repr`` of each float).
+
+    Example: ``mechanism_key("Gaussian", sigma=2.0, sensitivity=1.0) == ("Gaussian(sensitivity=1.0, sigma=2.0)",)``.
+    """
+    inner = ", ".join(f"{k}={float(v)!r}" if isinstance(v, float) else f"{k}={v!r}" for k, v in sorted(params.items()))
+    return (f"{name}({inner})",)
+
+
+def compose_mechanisms(*mechanisms: Mechanism | None) -> Mechanism | None:
+    """The description of a sequential composition: the sorted union of its parts (``None`` if any is unknown)."""
+    if any(m is None for m in mechanisms):
+        return None
+    return tuple(sorted(key for m in mechanisms for key in m))  # type: ignore[union-attr]
+
+
 @dataclass(frozen=True, eq=False)
 class RdpCurve:
     """Upper bounds ε(α) on the Rényi divergence of one mechanism, per order α > 1.
@@ -62,12 +88,16 @@ class RdpCurve:
         epsilons: Shape ``(m,)``, non-negative bounds (``inf`` allowed: "no bound at this order").
         pure_epsilon: ε if the mechanism is also ε-DP (the order-∞ bound), else ``None``.
         label: Human-readable description, kept through composition.
+        mechanism: Exact description of the mechanism this curve bounds (:data:`Mechanism`), kept through
+            composition; ``None`` when unknown. :func:`~dphypo.privacy.accountant.account` uses it to refuse a
+            privacy profile of another mechanism.
     """
 
     orders: np.ndarray
     epsilons: np.ndarray
     pure_epsilon: float | None = None
     label: str = field(default="custom")
+    mechanism: Mechanism | None = None
 
     def __post_init__(self) -> None:
         orders = np.array(self.orders, dtype=np.float64).reshape(-1)
@@ -102,7 +132,8 @@ class RdpCurve:
         if not (isinstance(count, (int, np.integer)) and count >= 1):
             raise ValueError(f"count must be a positive integer, got {count!r}")
         pure = None if self.pure_epsilon is None else count * self.pure_epsilon
-        return RdpCurve(self.orders, count * self.epsilons, pure, f"{count} x ({self.label})")
+        mechanism = None if self.mechanism is None else compose_mechanisms(*[self.mechanism] * int(count))
+        return RdpCurve(self.orders, count * self.epsilons, pure, f"{count} x ({self.label})", mechanism)
 
     def monotone(self) -> RdpCurve:
         """The envelope ``ε̃(α) = min_{α' ≥ α} ε(α')``, also a valid bound because D_α is non-decreasing in α
@@ -110,7 +141,7 @@ class RdpCurve:
         env = np.minimum.accumulate(self.epsilons[::-1])[::-1]
         if self.pure_epsilon is not None:
             env = np.minimum(env, self.pure_epsilon)
-        return RdpCurve(self.orders, env, self.pure_epsilon, self.label)
+        return RdpCurve(self.orders, env, self.pure_epsilon, self.label, self.mechanism)
 
     def __repr__(self) -> str:
         return (
@@ -135,13 +166,14 @@ def compose(*curves: RdpCurve) -> RdpCurve:
     eps = np.sum([c.epsilons for c in curves], axis=0)
     pures = [c.pure_epsilon for c in curves]
     pure = None if any(p is None for p in pures) else float(sum(pures))  # type: ignore[arg-type]
-    return RdpCurve(first.orders, eps, pure, " + ".join(c.label for c in curves))
+    mechanism = compose_mechanisms(*(c.mechanism for c in curves))
+    return RdpCurve(first.orders, eps, pure, " + ".join(c.label for c in curves), mechanism)
 
 
 def zero_rdp(orders: Iterable[float] | None = None) -> RdpCurve:
     """The curve of a mechanism that does not look at the data (ε(α) = 0); the σ → ∞ limit of any mechanism."""
     o = _as_orders(orders)
-    return RdpCurve(o, np.zeros_like(o), 0.0, "data-independent")
+    return RdpCurve(o, np.zeros_like(o), 0.0, "data-independent", ())
 
 
 def gaussian_rdp(
@@ -164,7 +196,9 @@ def gaussian_rdp(
         raise ValueError(f"count must be a positive integer, got {count!r}")
     o = _as_orders(orders)
     eps = count * o * sensitivity**2 / (2.0 * sigma**2)
-    return RdpCurve(o, eps, None, f"Gaussian(sigma={sigma:g}, sensitivity={sensitivity:g}, count={count})")
+    key = mechanism_key("Gaussian", sigma=float(sigma), sensitivity=float(sensitivity))
+    return RdpCurve(o, eps, None, f"Gaussian(sigma={sigma:g}, sensitivity={sensitivity:g}, count={count})",
+                    key * int(count))
 
 
 def pure_dp_rdp(epsilon: float, *, orders: Iterable[float] | None = None) -> RdpCurve:
@@ -175,14 +209,25 @@ def pure_dp_rdp(epsilon: float, *, orders: Iterable[float] | None = None) -> Rdp
     """
     _check_positive("epsilon", epsilon, allow_zero=True)
     o = _as_orders(orders)
-    return RdpCurve(o, np.minimum(epsilon, o * epsilon**2 / 2.0), float(epsilon), f"pure {epsilon:g}-DP")
+    return RdpCurve(o, np.minimum(epsilon, o * epsilon**2 / 2.0), float(epsilon), f"pure {epsilon:g}-DP",
+                    mechanism_key("pure-DP", epsilon=float(epsilon)))
 
 
 def custom_rdp(
-    orders: Iterable[float], epsilons: Iterable[float], *, pure_epsilon: float | None = None
+    orders: Iterable[float], epsilons: Iterable[float], *, pure_epsilon: float | None = None,
+    mechanism: str | None = None,
 ) -> RdpCurve:
-    """A user-supplied curve: any valid RDP upper bounds on any order grid (validated, not trusted blindly)."""
-    return RdpCurve(np.asarray(list(orders)), np.asarray(list(epsilons)), pure_epsilon, "user-supplied")
+    """A user-supplied curve: any valid RDP upper bounds on any order grid (validated, not trusted blindly).
+
+    Args:
+        orders: Orders α > 1, strictly increasing.
+        epsilons: RDP bounds ≥ 0 at those orders.
+        pure_epsilon: A pure-DP bound, if known.
+        mechanism: A name for the mechanism; give the same name to a profile of it (a privacy profile is only
+            used next to a curve of the same mechanism).
+    """
+    key = None if mechanism is None else (str(mechanism),)
+    return RdpCurve(np.asarray(list(orders)), np.asarray(list(epsilons)), pure_epsilon, "user-supplied", key)
 
 
 def dpsgd_rdp(
@@ -211,8 +256,14 @@ def dpsgd_rdp(
     o = _as_orders(orders)
     per_step = _poisson_gaussian_per_step(float(sigma), float(sample_rate), tuple(o.tolist()))
     return RdpCurve(
-        o, steps * per_step, None, f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={int(steps)})"
+        o, steps * per_step, None, f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={int(steps)})",
+        dpsgd_mechanism(sigma, sample_rate, steps)
     )
+
+
+def dpsgd_mechanism(sigma: float, sample_rate: float, steps: int) -> Mechanism:
+    """The :data:`Mechanism` key of one DP-SGD run (shared by its RDP curve and its PLD profile)."""
+    return mechanism_key("DP-SGD", sigma=float(sigma), sample_rate=float(sample_rate), steps=int(steps))
 
 
 @lru_cache(maxsize=512)
@@ -234,6 +285,37 @@ def _poisson_gaussian_per_step(sigma: float, sample_rate: float, orders: tuple[f
     eps = np.where(np.isnan(eps), np.inf, np.maximum(eps, 0.0))  # overflow at huge orders means "no bound"
     eps.flags.writeable = False
     return eps
+
+
+#: Rounding slack below zero that :func:`nonnegative_bound` still reads as 0 (float noise of a log-sum-exp).
+NEGATIVE_ROUNDING = 1e-9
+
+
+def nonnegative_bound(epsilons: np.ndarray, source: str) -> np.ndarray:
+    """A theorem's RDP values, checked to be ≥ 0 (a Rényi divergence is never negative).
+
+    Values in ``[-NEGATIVE_ROUNDING, 0)`` are float rounding and become 0. Anything more negative means the
+    theorem was applied outside its scope (e.g. Papernot-Steinke Theorem 6 with E[T] < 1): clamping it to 0 would
+    print ε = 0 for a mechanism that leaks, so it raises instead. NaN ("no bound at this order") becomes ∞.
+
+    Args:
+        epsilons: Shape ``(n,)`` RDP values from a theorem.
+        source: The theorem's name, for the error message.
+
+    Returns:
+        Shape ``(n,)`` values, all ≥ 0 or ∞.
+
+    Raises:
+        ValueError: A value below ``-NEGATIVE_ROUNDING``.
+    """
+    eps = np.asarray(epsilons, dtype=np.float64)
+    worst = np.nanmin(eps) if np.any(~np.isnan(eps)) else 0.0
+    if worst < -NEGATIVE_ROUNDING:
+        raise ValueError(
+            f"{source} gave a negative RDP bound ({worst:.6g}): the theorem is applied outside its scope, "
+            "refusing to report it as 0"
+        )
+    return np.where(np.isnan(eps), np.inf, np.maximum(eps, 0.0))
 
 
 def _check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:

@@ -40,7 +40,7 @@ from scipy import special
 from dphypo.privacy.accountant import CalibrationError, SearchPrivacy, smallest_sigma
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
-from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, zero_rdp
+from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, nonnegative_bound, zero_rdp
 from dphypo.privacy.transfer import (
     DpSgdHyperparameters,
     Variant,
@@ -185,8 +185,7 @@ def koskela_kulkarni_theorem1(
         The curve on orders 2..``max_order``.
     """
     add, remove = _theorem1_components(tune, base, tuning_rate, max_order)
-    out = np.maximum(add, remove)
-    out = np.where(np.isnan(out), np.inf, np.maximum(out, 0.0))
+    out = nonnegative_bound(np.maximum(add, remove), "Koskela-Kulkarni Theorem 1")
     orders = np.arange(2, max_order + 1, dtype=np.float64)
     return RdpCurve(
         orders, out, None, f"KK Thm 1 [variant 1, q={tuning_rate:g}] of ({tune.label}; {base.label})"
@@ -229,7 +228,7 @@ def zhu_wang_subsampled_rdp(curve: RdpCurve, rate: float, *, max_order: int) -> 
             )
             terms = np.concatenate([[first, float(second)], rest + e[j.astype(int)]])
             out[i] = special.logsumexp(terms) / (alpha - 1.0)
-    out = np.where(np.isnan(out), np.inf, np.maximum(out, 0.0))
+    out = nonnegative_bound(out, "Zhu-Wang subsampled RDP")
     orders = np.arange(2, max_order + 1, dtype=np.float64)
     return RdpCurve(orders, out, None, f"Zhu-Wang subsampled [rate={g:g}] of ({curve.label})")
 

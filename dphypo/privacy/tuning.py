@@ -25,7 +25,7 @@ import numpy as np
 
 from dphypo.privacy.conversion import delta_from_rdp
 from dphypo.privacy.distributions import Poisson, RunCountDistribution, TruncatedNegativeBinomial
-from dphypo.privacy.rdp import RdpCurve
+from dphypo.privacy.rdp import RdpCurve, nonnegative_bound
 
 __all__ = [
     "AdaptivePoissonError",
@@ -143,7 +143,7 @@ def papernot_steinke_theorem6(base: RdpCurve, run_count: Poisson) -> TuningRdp:
         eps_hat = math.log1p(1.0 / (alpha - 1.0))
         delta_hat, _ = delta_from_rdp(a, base.epsilons, eps_hat, pure_epsilon=base.pure_epsilon)
         eps[i] = base.epsilons[i] + mu * delta_hat + math.log(mu) / (alpha - 1.0)
-    eps = np.maximum(eps, 0.0)  # log μ < 0 for μ < 1 can push the bound below zero; divergences are ≥ 0
+    eps = nonnegative_bound(eps, "Papernot-Steinke Theorem 6")
     label = f"Papernot-Steinke Thm 6 [Poisson(mean={mu:g})] of ({base.label})"
     return TuningRdp(RdpCurve(a, eps, None, label).monotone(), math.nan, 0.0, "Papernot-Steinke Theorem 6")
 

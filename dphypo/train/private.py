@@ -169,6 +169,7 @@ class DPSGDPlan:
         from dp_accounting.pld import privacy_loss_distribution
 
         from dphypo.privacy.profiles import PldProfile, dpsgd_profile
+        from dphypo.privacy.rdp import mechanism_key
 
         training = dpsgd_profile(self.sigma, self.sample_rate, self.steps, discretization=discretization)
         if self.score_noise is None:
@@ -181,7 +182,10 @@ class DPSGDPlan:
             use_connect_dots=True,
             neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
-        return training.compose(PldProfile(score, f"Gaussian score count (std={self.score_noise:g}, sensitivity 1)"))
+        score_mechanism = mechanism_key("Gaussian", sigma=self.score_noise, sensitivity=1.0)
+        return training.compose(
+            PldProfile(score, f"Gaussian score count (std={self.score_noise:g}, sensitivity 1)", score_mechanism)
+        )
 
     def rdp(self, orders: Iterable[float] | None = None) -> RdpCurve:
         """RDP of one candidate run: DP-SGD training composed with the noisy score release.

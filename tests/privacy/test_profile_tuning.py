@@ -246,7 +246,7 @@ def _random_search(rng: np.random.Generator, family: str) -> SearchPrivacy:
         theta = float(rng.choice([-0.5, 0.0, 1.0, 2.0]))
         return SearchPrivacy(TruncatedNegativeBinomial.from_mean(theta, float(np.exp(rng.uniform(0.4, 4.0)))))
     if family == "poisson":
-        return SearchPrivacy(Poisson(float(np.exp(rng.uniform(-0.7, 3.4)))))
+        return SearchPrivacy(Poisson(float(np.exp(rng.uniform(0.0, 3.4)))))
     return SearchPrivacy(Binomial(int(rng.integers(1, 40)), float(rng.uniform(0.02, 0.98))))
 
 

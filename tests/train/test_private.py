@@ -176,3 +176,9 @@ def test_private_accuracy_statistics() -> None:
     assert max(clipped) == 1.0 and min(clipped) <= 1.0
     with pytest.raises(ValueError, match="correct"):
         private_accuracy(-1, plan, rng)
+
+
+def test_dpsgd_plan_curve_and_profile_describe_the_same_mechanism() -> None:
+    plan = DPSGDPlan(sigma=1.5, batch_size=64, epochs=2, n_train=1000, n_val=300, score_noise=6.0)
+    assert plan.rdp().mechanism == plan.profile(1e-2).mechanism is not None
+    assert plan.training_rdp().mechanism != plan.rdp().mechanism
