@@ -33,11 +33,28 @@ def release_command(
             f"the search in {journal!r} has not finished, so there is nothing to release yet; resume it with "
             f"`dphypo tune --journal {journal}` and the same options"
         )
+    _check_model_file(payload)
     if as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
     Console().print(_release_table(payload, journal))
     Console().print("[dim]Only this release may be published; the journal file itself is curator-only.[/]")
+
+
+def _check_model_file(payload: dict[str, Any]) -> None:
+    """Refuse to describe a model file that is not the released one (moved, deleted, or overwritten since)."""
+    from pathlib import Path
+
+    from dphypo._cli_tune import file_sha256
+
+    path, expected = payload.get("model_path"), payload.get("model_sha256")
+    if path is None or expected is None:
+        return
+    if not Path(path).is_file():
+        raise ValueError(f"the released model file {path!r} is missing; this release cannot be shown without it")
+    if file_sha256(Path(path)) != expected:
+        raise ValueError(f"the model file {path!r} is not the released model any more (its SHA-256 differs from the "
+                         "release's): another search or a person overwrote it")
 
 
 def _release_table(payload: dict[str, Any], journal: str) -> Table:
@@ -56,7 +73,7 @@ def _release_table(payload: dict[str, Any], journal: str) -> Table:
             table.add_row(label, str(payload[key]) if key == "model_path" else _fmt(payload[key]))
     table.add_row("method", f"{privacy.get('method')} ({privacy.get('theorem')})")
     if privacy.get("charged_runs"):
-        table.add_row("lost attempts charged", str(privacy["charged_runs"]))
+        table.add_row("lost attempts charged up front (max)", str(privacy["charged_runs"]))
     plan = payload.get("plan")
     if isinstance(plan, dict) and "sigma" in plan:
         table.add_row("DP-SGD plan", ", ".join(f"{k} = {_fmt(plan[k]) if isinstance(plan[k], float) else plan[k]}"

@@ -43,7 +43,20 @@ def tune_command(
     score_noise: Annotated[
         float, typer.Option("--score-noise", help="Std of the noise on each validation accuracy (0 = public val).")
     ] = 0.02,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the whole search.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Secret seed of the whole search (default: fresh OS entropy). Anyone who knows "
+                     "it can recompute T and the noise: never publish it."),
+    ] = None,
+    max_lost: Annotated[
+        int,
+        typer.Option("--max-lost", help="Attempts the search may lose to a dead worker or process and still "
+                     "release; each is charged in ε up front (default 0: any loss stops the search)."),
+    ] = 0,
+    secure_mode: Annotated[
+        bool,
+        typer.Option("--secure-mode", help="Opacus secure mode: CSPRNG noise and batches (needs torchcsprng)."),
+    ] = False,
     out: Annotated[str, typer.Option("--out", help="Directory for the released model.")] = "runs/tune",
     show_trials: Annotated[
         bool, typer.Option("--show-trials", help="NOT PRIVATE: also print T and every run (curator/debugging).")

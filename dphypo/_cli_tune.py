@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -31,8 +32,11 @@ def run_tune(**opts: Any) -> None:
     from dphypo.train.build import paper_grid, parse_grid
 
     o = dict(opts)
-    if o["tune_fraction"] is None and o["variant"] != 1:
-        raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
+    _check_options_and_paths(o)  # before any data is touched or any noise calibrated
+    if o["seed"] is not None:  # privacy rule 6: a seed the curator chose is a secret, and we say so once
+        typer.echo(f"warning: --seed {o['seed']} makes this search reproducible: anyone who knows the seed can "
+                   "recompute T and subtract the DP-SGD and score noise, so keep it as secret as the data",
+                   err=True)
     if o["epsilon"] is None and o["sigma"] is None:
         o["epsilon"] = DEFAULT_EPSILON
     if o["gamma"] is None and o["mean"] is None and o["runs"] != "negbin":
@@ -53,8 +57,10 @@ def run_tune(**opts: Any) -> None:
     console = Console(stderr=True)
     started = time.perf_counter()
     pool = make_executor(o["executor"], workers=o["workers"], address=o["address"])
-    columns = (SpinnerColumn(), TextColumn("runs completed: {task.completed}"), TimeElapsedColumn())
-    # Privacy rule 1: the display shows counts and time only, never scores, and no total (T is secret).
+    # Privacy rule 1: in release mode the display shows elapsed time only. A count of completed runs would end
+    # at T (a terminal transcript keeps it); --show-trials (curator-only) may show it, labelled as such.
+    counter = "runs completed (NOT PRIVATE, curator-only): {task.completed}" if o["show_trials"] else "searching"
+    columns = (SpinnerColumn(), TextColumn(counter), TimeElapsedColumn())
     with pool, Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("search", total=None)
         result = tune(
@@ -81,18 +87,21 @@ def run_tune(**opts: Any) -> None:
             executor=pool,
             journal=o["journal"],
             runs_per_update=o["runs_per_update"],
+            max_lost=o["max_lost"],
+            secure_mode=o["secure_mode"],
         )
     elapsed = time.perf_counter() - started
     release = result.release
     out_dir = Path(o["out"])
-    model_path, test_accuracy = None, None
+    model_path, test_accuracy, model_sha256 = None, None, None
     if release.artifact is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         model_path = out_dir / "released_model.pt"
         release.artifact.save(model_path)
+        model_sha256 = file_sha256(model_path)
         test_accuracy = release.artifact.test_accuracy(splits)
     subsampling = getattr(result, "subsampling", None)
-    payload = _release_payload(release, o, model, test_accuracy, model_path)
+    payload = _release_payload(release, o, model, test_accuracy, model_path, model_sha256)
     if subsampling is not None:
         payload["subsampled"] = subsampling.to_dict()
     if o["show_trials"]:  # the search's wall time reveals T roughly: curator-only, like T itself
@@ -100,7 +109,7 @@ def run_tune(**opts: Any) -> None:
     if model_path is not None:
         (out_dir / "release.json").write_text(json.dumps(_without_trials(payload), indent=2, sort_keys=True))
     if o["journal"] is not None:
-        _journal_release_extras(o["journal"], test_accuracy, model_path)
+        _journal_release_extras(o["journal"], test_accuracy, model_path, model_sha256)
     if o["as_json"]:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
@@ -126,25 +135,84 @@ def run_tune(**opts: Any) -> None:
         _print_trials(out, result.history)
 
 
-def _journal_release_extras(journal: str, test_accuracy: float | None, model_path: Path | None) -> None:
-    """Add the released model's file and public test accuracy to the journal's release (``dphypo release``)."""
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (the released model's fingerprint in ``release.json`` and the journal)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_options_and_paths(o: dict[str, Any]) -> None:
+    """Refuse bad options and unusable output paths before any data is read (nothing is spent on a doomed run)."""
+    if o["tune_fraction"] is None and o["variant"] != 1:
+        raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
+    if o["runs"] == "binomial":
+        raise ValueError("--runs binomial is for `dphypo account`/`calibrate` only; tune takes negbin, geometric, "
+                         "logarithmic or poisson")
+    for name in ("runs_per_update", "workers"):
+        if o[name] is not None and o[name] < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {o[name]}")
+    if o["max_lost"] < 0:
+        raise ValueError(f"--max-lost must be a non-negative integer, got {o['max_lost']}")
+    if o["seed"] is not None and o["seed"] < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {o['seed']}")
+    if o["secure_mode"]:
+        from dphypo.train.private import require_csprng
+
+        require_csprng()
+    out = Path(o["out"])
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out must be a directory for the released model, but {str(out)!r} is a file")
+    if o["journal"] is not None and Path(o["journal"]).is_dir():
+        raise ValueError(f"--journal must be a file, but {o['journal']!r} is a directory")
+    _check_out_is_free(out, o["journal"])
+
+
+def _check_out_is_free(out: Path, journal: str | None) -> None:
+    """Never let one search overwrite another's release: ``--out`` must hold no release, except the same
+    journaled search's own (a resume of a finished search rewrites identical files)."""
+    existing = out / "release.json"
+    if not existing.exists():
+        return
+    if journal is not None and Path(journal).is_file():
+        from dphypo.storage import Journal
+
+        with Journal.open(journal) as opened:
+            released = opened.release() or {}
+        try:
+            written = json.loads(existing.read_text()).get("release", {})
+        except (OSError, ValueError, AttributeError):
+            written = {}
+        if released.get("model_sha256") and written.get("model_sha256") == released["model_sha256"]:
+            return
+    raise ValueError(f"--out {str(out)!r} already holds the release of another search (release.json); choose "
+                     "another --out or move that release away first")
+
+
+def _journal_release_extras(journal: str, test_accuracy: float | None, model_path: Path | None,
+                            model_sha256: str | None) -> None:
+    """Add the released model's file, its SHA-256 and the public test accuracy to the journal's release."""
     from dphypo.storage import Journal
 
     with Journal.open(journal) as opened:
         release = opened.release()
         if release is not None:
             opened.write_release({**release, "test_accuracy": test_accuracy,
-                                  "model_path": None if model_path is None else str(model_path)})
+                                  "model_path": None if model_path is None else str(model_path),
+                                  "model_sha256": model_sha256})
 
 
 def _release_payload(release: Any, o: dict[str, Any], model: str, test_accuracy: float | None,
-                     model_path: Path | None) -> dict[str, Any]:
+                     model_path: Path | None, model_sha256: str | None) -> dict[str, Any]:
     return {
         "release": {
             "params": release.params,
             "score": release.score,
             "test_accuracy": test_accuracy,
             "model_path": None if model_path is None else str(model_path),
+            "model_sha256": model_sha256,
         },
         "privacy": {**release.privacy.to_dict(), "sigma": release.plan.sigma,
                     "sample_rate": release.plan.sample_rate, "steps": release.plan.steps},

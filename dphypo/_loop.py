@@ -24,7 +24,9 @@ from dphypo.strategies import Direction, Strategy, StrategyEvent
 __all__ = [
     "REPLAYED",
     "DataFailure",
+    "LostAttemptsExceeded",
     "Objective",
+    "PrivateScore",
     "Recorder",
     "Run",
     "Trial",
@@ -42,9 +44,38 @@ class DataFailure(Exception):
     """Raise from an objective when a run failed *because of the data* (e.g. the loss diverged).
 
     The run then scores worst and is not retried (privacy rule 5): retrying would make the number of runs, and so
-    the release, depend on the data. A non-finite returned score is treated the same way. Any other exception
-    is an infrastructure failure and propagates.
+    the release, depend on the data. A non-finite returned score, and *any* other exception the objective raises
+    (an out-of-memory error driven by a Poisson batch's size, a failure on some record), are treated the same
+    way, because code that runs on the data can fail because of the data (docs/parallel.md). Only what cannot
+    depend on the data stops a search: the worker process or host dying (charged up front, see
+    :attr:`~dphypo.privacy.PrivacyConfig.max_lost`), the curator's Ctrl-C, or a run that spent more privacy than
+    planned.
     """
+
+
+class LostAttemptsExceeded(RuntimeError):
+    """More attempts were lost (dead worker or process) than the search's ``max_lost`` charged up front.
+
+    The search stops without a release: charging the extra attempt would raise ε after the fact, and the
+    number of losses must not move the reported ε (docs/parallel.md).
+    """
+
+
+@dataclass(frozen=True)
+class PrivateScore:
+    """A run's score privatised by the mechanism its plan accounts for (made by :meth:`Run.private_score`).
+
+    When the run's plan releases a noisy score (``plan.score_noise``), the objective must return this object,
+    not a number: a score that skipped the noise would be released while ε still claims it was privatised
+    (privacy rule 4).
+
+    Attributes:
+        value: The noisy score.
+        run_number: The run that made it.
+    """
+
+    value: float
+    run_number: int
 
 
 @dataclass(frozen=True)
@@ -60,6 +91,9 @@ class Run:
             the search trains with DP-SGD (:class:`dphypo.train.DPSGDPlan`); ``None`` otherwise.
         engines: Opacus privacy engines created through :meth:`make_private`; the tuner checks each one's
             accountant history against the plan after the run.
+        wrapped: ``(wrapped, plain)`` modules from :meth:`make_private`: a returned wrapper is released as the
+            plain module.
+        scores: The :class:`PrivateScore` objects this run made (only those are accepted as its score).
     """
 
     number: int
@@ -68,6 +102,8 @@ class Run:
     grid_index: int
     plan: Any = None
     engines: list[Any] = field(default_factory=list, compare=False, repr=False)
+    wrapped: list[tuple[Any, Any]] = field(default_factory=list, compare=False, repr=False)
+    scores: list[PrivateScore] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def rng(self) -> np.random.Generator:
@@ -83,6 +119,32 @@ class Run:
 
         return make_private(self, module, optimizer, data_loader, max_grad_norm=max_grad_norm)
 
+    def private_score(self, count: int) -> PrivateScore:
+        """The privatised score of a count statistic: ``(count + N(0, plan.score_noise²)) / plan.n_val``.
+
+        ``count`` must have sensitivity 1 under adding or removing one record (e.g. the number of correct
+        validation predictions); the noise comes from this run's secret stream and is exactly the Gaussian
+        mechanism the plan's per-run curve accounts for (:func:`dphypo.train.private.private_score`).
+
+        Args:
+            count: The raw statistic, an integer ≥ 0.
+
+        Returns:
+            The score to return from the objective.
+        """
+        from dphypo.train.private import private_score
+
+        score = PrivateScore(private_score(self, count), self.number)
+        self.scores.append(score)
+        return score
+
+    def released_artifact(self, artifact: Any) -> Any:
+        """``artifact`` as it may be released: a module wrapped by :meth:`make_private` becomes the plain one."""
+        for wrapped, plain in self.wrapped:
+            if artifact is wrapped:
+                return plain
+        return artifact
+
     def check_budget(self) -> None:
         """Fail loudly if any engine of this run spent more than the plan's per-run budget."""
         if not self.engines:
@@ -95,7 +157,10 @@ class Run:
 
 @dataclass(frozen=True)
 class Trial:
-    """One run, as the curator sees it (NOT private: its score and timing must not be published)."""
+    """One run, as the curator sees it (NOT private: its score, timing and error must not be published).
+
+    ``error`` says why a failed run failed (the exception's type and message), for debugging only.
+    """
 
     number: int
     grid_index: int
@@ -103,6 +168,7 @@ class Trial:
     score: float
     failed: bool
     seconds: float
+    error: str | None = None
 
 
 def better(a: tuple[float, int], b: tuple[float, int], direction: Direction) -> bool:
@@ -138,25 +204,33 @@ class Recorder:
 
     Without a journal it only counts lost attempts. With one (:class:`dphypo.storage.Journal`), each attempt is
     written when it starts and when it ends, the best finished run's artifact is kept in the same transaction
-    as its result, and :meth:`resume` charges the attempts a dead process left in flight.
+    as its result, and :meth:`resume` counts the attempts a dead process left in flight. Lost attempts are paid
+    for up front (``max_lost``, in the accounted ε); one more than that stops the search.
 
     Args:
         direction: ``"maximize"`` or ``"minimize"``: which finished run is the incumbent.
         journal: An open journal, or ``None``.
+        max_lost: Lost attempts the accounted ε already covers.
     """
 
-    def __init__(self, direction: Direction, journal: Any = None) -> None:
+    def __init__(self, direction: Direction, journal: Any = None, max_lost: int = 0) -> None:
         self.direction = direction
         self.journal = journal
-        self.charged = 0
+        self.max_lost = max_lost
+        self.lost_attempts = 0
         self._finished: dict[int, Any] = {}
         self._incumbent: tuple[float, int, int] | None = None  # (score, grid index, run number)
         self._next_attempt = 0
 
     def resume(self) -> None:
-        """Charge the attempts left in flight by a dead process and load the finished runs for replay."""
+        """Count the attempts left in flight by a dead process and load the finished runs for replay.
+
+        Raises:
+            LostAttemptsExceeded: The journal holds more lost attempts than ``max_lost`` covers.
+        """
         self.journal.charge_interrupted()
-        self.charged = self.journal.charged_attempts()
+        self.lost_attempts = self.journal.charged_attempts()
+        self.check_lost_budget()
         self._finished = self.journal.finished_runs()
         for record in self._finished.values():
             self._update_incumbent(record.score, record.grid_index, record.number)
@@ -177,7 +251,8 @@ class Recorder:
                 f"replay diverged at run {number}: the journal ran grid point {record.grid_index}, this search drew "
                 f"{grid_index}; the strategy or library version differs from the one that wrote the journal"
             )
-        return Trial(number, grid_index, record.params, record.score, record.status != "done", record.seconds)
+        return Trial(number, grid_index, record.params, record.score, record.status != "done", record.seconds,
+                     record.note or None)
 
     def started(self, number: int, grid_index: int, params: dict[str, Any]) -> int:
         """Record the start of an attempt; returns its handle."""
@@ -192,14 +267,23 @@ class Recorder:
         if self.journal is not None:
             self.journal.finish_attempt(
                 attempt, "data_failure" if trial.failed else "done", trial.score, trial.seconds,
-                incumbent=(trial.number, artifact) if improved else None,
+                incumbent=(trial.number, artifact) if improved else None, note=trial.error or "",
             )
 
     def lost(self, attempt: int, *, note: str, status: str = "lost") -> None:
-        """An attempt that touched the data without a result: charged to ε (and re-run on resume)."""
-        self.charged += 1
+        """An attempt that touched the data without a result (covered by ``max_lost``; re-run on resume)."""
+        self.lost_attempts += 1
         if self.journal is not None:
             self.journal.finish_attempt(attempt, status, note=note)
+
+    def check_lost_budget(self) -> None:
+        """Raise :class:`LostAttemptsExceeded` once more attempts were lost than ``max_lost`` covers."""
+        if self.lost_attempts > self.max_lost:
+            raise LostAttemptsExceeded(
+                f"{self.lost_attempts} attempt(s) were lost (dead worker or process) but the search was accounted "
+                f"with max_lost={self.max_lost}: it stops without a release, because charging the extra attempt "
+                "would raise the epsilon after the fact; start a new search with a larger max_lost (--max-lost)"
+            )
 
     def artifact(self, number: int, artifact: Any) -> Any:
         """The artifact of run ``number``: as returned, or the journaled incumbent's for a replayed run."""
@@ -328,16 +412,17 @@ def _run_batch(
         run = pending[i]
         attempts[i] = recorder.started(run.number, run.grid_index, space.params(run.grid_index))
 
-    def on_result(i: int, outcome: tuple[float, Any, float]) -> None:
-        score, artifact, seconds = outcome
+    def on_result(i: int, outcome: tuple[float, Any, float, str | None]) -> None:
+        score, artifact, seconds, error = outcome
         run = pending[i]
         trial = Trial(run.number, run.grid_index, space.params(run.grid_index), score, not math.isfinite(score),
-                      seconds)
+                      seconds, error)
         recorder.finished(attempts.pop(i), trial, artifact)
         finished(trial, artifact)
 
     def on_lost(i: int, attempt: int) -> None:
         recorder.lost(attempts.pop(i), note=f"worker lost on attempt {attempt}")
+        recorder.check_lost_budget()
 
     try:
         executor.run(evaluate_task, [(objective, space.params(run.grid_index), run) for run in pending],
@@ -350,10 +435,11 @@ def _run_batch(
     return done
 
 
-def evaluate_task(task: tuple[Objective, dict[str, Any], Run]) -> tuple[float, Any, float]:
-    """One run, as executed by a worker: ``(score, artifact, seconds)``, NaN score for a data failure.
+def evaluate_task(task: tuple[Objective, dict[str, Any], Run]) -> tuple[float, Any, float, str | None]:
+    """One run, as executed by a worker: ``(score, artifact, seconds, error)``, NaN score for a failed run.
 
-    The budget check runs here, in the worker, because that is where the run's Opacus engines live.
+    The budget check runs here, in the worker, because that is where the run's Opacus engines live; it runs
+    whether or not the objective failed (a failed run may still have trained).
     """
     objective, params, run = task
     outcome = _evaluate(objective, params, run)
@@ -361,17 +447,32 @@ def evaluate_task(task: tuple[Objective, dict[str, Any], Run]) -> tuple[float, A
     return outcome
 
 
-def _evaluate(objective: Objective, params: Mapping[str, Any], run: Run) -> tuple[float, Any, float]:
+def _evaluate(objective: Objective, params: Mapping[str, Any], run: Run) -> tuple[float, Any, float, str | None]:
     start = time.perf_counter()
     try:
         out = objective(dict(params), run)
-    except DataFailure:
-        return math.nan, None, time.perf_counter() - start
-    score, artifact = out if isinstance(out, tuple) else (out, None)
+    except Exception as exc:  # privacy rule 5: any failure on the data scores worst and is not retried
+        return math.nan, None, time.perf_counter() - start, f"{type(exc).__name__}: {exc}"
+    raw, artifact = out if isinstance(out, tuple) else (out, None)
+    score = _checked_score(raw, out, run)
+    if not math.isfinite(score):
+        return math.nan, None, time.perf_counter() - start, "non-finite score"  # privacy rule 5
+    return score, run.released_artifact(artifact), time.perf_counter() - start, None
+
+
+def _checked_score(raw: Any, out: Any, run: Run) -> float:
+    """The number inside an objective's score, refusing a bare number where the plan releases a noisy score."""
+    if isinstance(raw, PrivateScore):
+        if not any(raw is issued for issued in run.scores):
+            raise TypeError(f"run {run.number} returned a PrivateScore made by run {raw.run_number}, not by its own "
+                            "run.private_score(...)")
+        return float(raw.value)
+    if getattr(run.plan, "score_noise", None) is not None:
+        raise TypeError(
+            "the plan releases a noisy score (score_noise is set), so the objective must return "
+            f"run.private_score(count) (count = correct validation predictions), not a bare number: got {out!r}"
+        )
     try:
-        score = float(score)
+        return float(raw)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"objective must return a number or (number, artifact), got {out!r}") from exc
-    if not math.isfinite(score):
-        score, artifact = math.nan, None  # privacy rule 5: scores worst, not retried
-    return score, artifact, time.perf_counter() - start

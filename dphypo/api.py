@@ -39,7 +39,7 @@ from dphypo.privacy import (
 )
 from dphypo.space import SearchSpace
 from dphypo.strategies import GPUCB, Direction, Strategy, Uniform
-from dphypo.tuner import DataFailure, Objective, Release, Run, SearchResult, Tuner
+from dphypo.tuner import Objective, Release, Run, SearchResult, Tuner
 
 if TYPE_CHECKING:
     from dphypo.privacy.subsampled import SubsampledTuningReport
@@ -100,13 +100,15 @@ def tune(
     beta: float = 1.0,
     scale: str = "standardized",
     direction: Direction = "maximize",
-    seed: int | None = 0,
+    seed: int | None = None,
     progress: Callable[[int], None] | None = None,
     tune_fraction: float | None = None,
     subsampled_variant: int = 1,
     executor: Any = None,
     journal: str | os.PathLike[str] | None = None,
     runs_per_update: int | None = None,
+    max_lost: int = 0,
+    secure_mode: bool = False,
 ) -> SearchResult:
     """Run a private hyperparameter search of DP-SGD candidates.
 
@@ -158,7 +160,10 @@ def tune(
         beta: Softmax inverse temperature.
         scale: GP score scale before the softmax (see :class:`~dphypo.strategies.GPUCB`).
         direction: ``"maximize"`` or ``"minimize"`` the score.
-        seed: Seed of the whole search (``None``: fresh entropy, recorded in the curator history).
+        seed: Seed of the whole search: T, candidates, batches, DP-SGD noise, score noise, the tuning subset and the
+            final run. ``None`` (default): 128 bits of fresh OS entropy, kept only in the curator-only history
+            and journal. A given seed is a **curator secret** (anyone who knows it can recompute T and the noise):
+            never a public value.
         progress: Called with the number of completed runs (never with scores).
         tune_fraction: Poisson rate q ∈ (0, 1) of the tuning subset X₁; ``None``: tune on all the data and release
             the best run (no final run).
@@ -168,6 +173,12 @@ def tune(
         journal: Crash-safe journal file (curator only): a new search is sealed into it, an interrupted one
             resumes from it without redrawing T (see ``docs/parallel.md``). Not supported with ``tune_fraction``.
         runs_per_update: Candidates drawn from one projected density per update (default: one per worker).
+        max_lost: Attempts the search may lose to a dead worker or process (kill -9, a lost Ray node) and still
+            release; each is charged up front as one more released run, and ε and the calibrated σ include the
+            charge whether or not it is used. One more loss stops the search without a release
+            (docs/parallel.md). Default 0: any loss stops the search.
+        secure_mode: Opacus's secure mode for every DP-SGD run (CSPRNG noise and batches; needs ``torchcsprng``,
+            see :class:`~dphypo.train.DPSGDPlan`).
 
     Returns:
         The publishable ``release`` (best params, score, artifact, ε, δ, and the plan) and the curator-only
@@ -190,21 +201,22 @@ def tune(
             train_fn, space, search, chosen, n_train=n_train, n_val=n_val, batch_size=batch_size, epochs=epochs,
             epsilon=epsilon, sigma=sigma, delta=delta, score_noise=score_noise, tuning_rate=tune_fraction,
             variant=subsampled_variant, direction=direction, seed=seed, progress=progress, executor=executor,
-            runs_per_update=runs_per_update,
+            runs_per_update=runs_per_update, max_lost=max_lost, secure_mode=secure_mode,
         )
 
     def plan_for(s: float) -> DPSGDPlan:
         return DPSGDPlan(sigma=s, batch_size=batch_size, epochs=epochs, n_train=n_train, score_noise=score_noise,
-                         n_val=n_val)
+                         n_val=n_val, secure_mode=secure_mode)
 
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
     profile_for = None if search.adaptive else (lambda s: plan_for(s).profile(PROFILE_DISCRETIZATION))
     if epsilon is not None:
         plan_for(1.0)  # validate the plan's fields before calibrating
-        sigma = calibrate_sigma(epsilon, delta, search, lambda s: plan_for(s).rdp(), profile_for_sigma=profile_for
-                                ).sigma
+        sigma = calibrate_sigma(epsilon, delta, search, lambda s: plan_for(s).rdp(), profile_for_sigma=profile_for,
+                                max_lost=max_lost).sigma
     plan = plan_for(sigma)  # type: ignore[arg-type]
-    privacy = PrivacyConfig(search, plan.rdp(), delta, profile=None if profile_for is None else profile_for(plan.sigma))
+    privacy = PrivacyConfig(search, plan.rdp(), delta, profile=None if profile_for is None else profile_for(plan.sigma),
+                            max_lost=max_lost)
     tuner = Tuner(train_fn, space, privacy, strategy=chosen, direction=direction, seed=seed, plan=plan,
                   progress=progress, executor=executor, journal=journal, batch_size=runs_per_update)
     return tuner.run()
@@ -276,6 +288,7 @@ def _tune_subsampled(
     n_val: int | None, batch_size: int, epochs: int, epsilon: float | None, sigma: float | None, delta: float,
     score_noise: float | None, tuning_rate: float, variant: int, direction: Direction, seed: int | None,
     progress: Callable[[int], None] | None, executor: Any = None, runs_per_update: int | None = None,
+    max_lost: int = 0, secure_mode: bool = False,
 ) -> SubsampledSearchResult:
     from dphypo.privacy.subsampled import (
         accounting_orders,
@@ -309,33 +322,31 @@ def _tune_subsampled(
 
     def tuning_plan(s: float) -> DPSGDPlan:
         return DPSGDPlan(sigma=s, batch_size=batch_size, epochs=epochs, n_train=m, n_val=m_val,
-                         score_noise=score_noise)
+                         score_noise=score_noise, secure_mode=secure_mode)
 
     def final_plan(s: float) -> DPSGDPlan:
-        return DPSGDPlan(sigma=s, batch_size=final_batch, epochs=epochs, n_train=n_final)
+        return DPSGDPlan(sigma=s, batch_size=final_batch, epochs=epochs, n_train=n_final, secure_mode=secure_mode)
 
     orders = accounting_orders()
 
     def account_at(s: float, privacy: SearchPrivacy = search) -> SubsampledTuningReport:
         return subsampled_tuning(tuning_plan(s).rdp(orders), privacy, tuning_rate, variant, delta,  # type: ignore
-                                 final=final_plan(s).training_rdp(orders))
+                                 final=final_plan(s).training_rdp(orders), charged_runs=max_lost)
 
     account_at(1.0 if sigma is None else sigma)  # scope (binomial / adaptive Poisson T) and plans, before any data
     if epsilon is not None:
         sigma = calibrate_subsampled_sigma(
             epsilon, delta, search, tuning_rate, variant, lambda s: tuning_plan(s).rdp(orders),  # type: ignore
-            lambda s: final_plan(s).training_rdp(orders),
+            lambda s: final_plan(s).training_rdp(orders), max_lost=max_lost,
         ).sigma
     assert sigma is not None
     kk = account_at(sigma)
     plan1, plan2 = tuning_plan(sigma), final_plan(sigma)
-    inner = Tuner(with_subset(tuning_part), space, PrivacyConfig(search, plan1.rdp(), delta), strategy=strategy,
+    # max_lost is charged up front in kk (above); the inner search stops once it would lose one more attempt.
+    inner = Tuner(with_subset(tuning_part), space, PrivacyConfig(search, plan1.rdp(), delta, max_lost=max_lost),
+                  strategy=strategy,
                   direction=direction, seed=entropy, plan=plan1, progress=progress, executor=executor,
                   batch_size=runs_per_update).run()
-    charged = int(getattr(inner.release.privacy, "charged_runs", 0))  # lost attempts on X1, if any were re-run
-    if charged:
-        kk = subsampled_tuning(plan1.rdp(orders), search, tuning_rate, variant, delta,  # type: ignore[arg-type]
-                               final=plan2.training_rdp(orders), charged_runs=charged)
     tuned = inner.release.params
     # Poisson T = 0: a data-independent default (the prior mode, KK notes pitfall 11); the final run still happens.
     start = dict(tuned) if tuned is not None else space.params(int(np.argmax(space.prior)))
@@ -372,7 +383,7 @@ def _final_run(objective: Objective, params: dict[str, Any], index: int, plan: D
     run = Run(number=0, seed=seed, privacy=None, grid_index=index, plan=plan)
     try:
         out = objective(params, run)
-    except DataFailure:  # privacy rule 5: a diverged final run releases no model and is not retried
+    except Exception:  # privacy rule 5: a final run that failed on the data releases no model, is not retried
         run.check_budget()
         return None, True
     run.check_budget()

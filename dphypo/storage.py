@@ -10,10 +10,12 @@ What it holds, in the order a search writes it:
    On resume the caller's configuration must match it exactly, and T is read from it, never redrawn
    (privacy rule 2);
 2. one row per **attempt** of a run: ``running`` when it starts, then ``done`` / ``data_failure`` (scored worst,
-   never retried: privacy rule 5), or ``lost`` (its process or worker died) / ``error`` (the objective raised an
-   infrastructure error). Lost and errored attempts touched the data, so they are *charged* to the budget
-   (:func:`~dphypo.privacy.charged.account_charged`); an attempt still ``running`` when a search resumes was in
-   flight when the process died and is marked ``lost`` first;
+   never retried: privacy rule 5; any exception the objective raises counts as one), or ``lost`` (its process
+   or worker died) / ``error`` (the search was stopped while it ran: Ctrl-C, a budget overrun). Lost and errored
+   attempts touched the data: the search's ε already charges up to ``max_lost`` of them up front
+   (:class:`~dphypo.privacy.PrivacyConfig`), and a search that would exceed that stops without a release; an
+   attempt still ``running`` when a search resumes was in flight when the process died and is marked ``lost``
+   first;
 3. the **incumbent's artifact** (e.g. the trained model of the best run so far, pickled), so a search that died
    after its best run can still release it;
 4. the **release**: what may be published (params, score, ε, δ, accounting report, DP-SGD plan).
@@ -104,6 +106,7 @@ class RunRecord:
     status: str
     score: float
     seconds: float
+    note: str = ""
 
 
 def _canonical(value: Any) -> str:
@@ -333,15 +336,15 @@ class Journal:
     def finished_runs(self) -> dict[int, RunRecord]:
         """Every run with a final outcome (``done`` or ``data_failure``), by run number."""
         rows = self._db.execute(
-            "SELECT number, grid_index, params, status, score, seconds FROM attempts "
+            "SELECT number, grid_index, params, status, score, seconds, note FROM attempts "
             "WHERE status IN ('done', 'data_failure') ORDER BY id"
         ).fetchall()
         out: dict[int, RunRecord] = {}
-        for number, grid_index, params, status, score, seconds in rows:
+        for number, grid_index, params, status, score, seconds, note in rows:
             if number in out:
                 raise JournalError(f"{str(self.path)!r} is corrupted: run {number} finished twice")
             out[number] = RunRecord(number, grid_index, json.loads(params), status,
-                                    math.nan if score is None else float(score), float(seconds or 0.0))
+                                    math.nan if score is None else float(score), float(seconds or 0.0), note or "")
         return out
 
     def charged_attempts(self) -> int:

@@ -28,7 +28,9 @@ import numpy as np
 
 from dphypo._loop import (
     DataFailure,
+    LostAttemptsExceeded,
     Objective,
+    PrivateScore,
     Recorder,
     Run,
     Trial,
@@ -44,7 +46,9 @@ from dphypo.strategies import Direction, Strategy, StrategyEvent, Uniform
 
 __all__ = [
     "DataFailure",
+    "LostAttemptsExceeded",
     "Objective",
+    "PrivateScore",
     "Release",
     "Run",
     "SearchHistory",
@@ -102,9 +106,10 @@ class SearchHistory:
         best_number: Index in ``trials`` of the released run (``None`` if T = 0).
         densities: The projected densities the runs were drawn from (one per update), if recorded.
         events: The strategy's fallbacks and warnings.
-        seed: The entropy the search's random streams were derived from.
-        charged_runs: Lost attempts (crash, dead worker, infrastructure error) charged to ε, over all sessions of a
-            journaled search.
+        seed: The entropy every random stream of the search was derived from (T, candidates, per-run seeds:
+            batches, DP-SGD noise, score noise). **Secret**: whoever knows it can recompute T and the noise.
+        lost_attempts: Attempts lost to a dead worker or process (or stopped mid-run), over all sessions of a
+            journaled search; at most the ``max_lost`` that ε charged up front.
     """
 
     run_count: int
@@ -113,7 +118,7 @@ class SearchHistory:
     densities: tuple[np.ndarray, ...]
     events: tuple[StrategyEvent, ...]
     seed: int
-    charged_runs: int = 0
+    lost_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,8 +141,10 @@ class Tuner:
             the release's ε is accounted from it.
         strategy: How densities adapt (default :class:`~dphypo.strategies.Uniform`).
         direction: ``"maximize"`` (accuracy) or ``"minimize"`` (loss).
-        seed: Seed for every random choice of the search (T, sampling, strategy, per-run seeds); ``None`` draws
-            fresh entropy (recorded in the history).
+        seed: Seed of every random choice of the search (T, candidate draws, strategy, per-run seeds for batches,
+            DP-SGD noise and score noise). ``None`` (default) draws 128 bits of fresh OS entropy, kept only in the
+            curator-only history and journal. A given seed is a **curator secret**: anyone who knows it (and the
+            code) can recompute T and subtract the noise, so never use a public value (privacy rule 6).
         batch_size: Candidates drawn from one projected density before the next update (still Framework 1: the
             update rule may keep π unchanged, DP-HyPO §3); default one per worker of the executor.
         record_densities: Keep every projected density in the history.
@@ -149,8 +156,10 @@ class Tuner:
             the executor; it depends on ``batch_size`` (give the same one to compare executors).
         journal: Path of a crash-safe journal (:class:`dphypo.storage.Journal`, curator only). A new file is
             sealed with the plan and T before any data is touched; an existing one is *resumed*: T is read, not
-            redrawn, finished runs are replayed from it, and runs in flight when the previous process died are
-            charged to ε and re-run. A changed configuration is refused (:class:`~dphypo.storage.JournalMismatch`).
+            redrawn, finished runs are replayed from it, and runs in flight when the previous process died count
+            as lost attempts (covered by ``privacy.max_lost``, else the resume is refused with
+            :class:`~dphypo.tuner.LostAttemptsExceeded`) and are re-run. A changed configuration is refused
+            (:class:`~dphypo.storage.JournalMismatch`).
         objective_id: Description of the objective sealed in the journal (e.g. dataset and model), so a resume
             with a different objective is refused; default: the repr of a dataclass objective (e.g.
             :class:`~dphypo.train.DPSGDObjective`: dataset, model, split), else its qualified name.
@@ -218,7 +227,7 @@ class Tuner:
                 cleanup.callback(executor.close)
             # k candidates per projected density: one per worker unless given (Framework 1, docs/parallel.md)
             runs_per_update = self.batch_size if self.batch_size is not None else executor.workers
-            recorder = Recorder(self.direction, journal)
+            recorder = Recorder(self.direction, journal, self.privacy.max_lost)
             # privacy rule 2: T is drawn (or read from the journal) before any data is touched
             run_count = self._sealed_run_count(journal, recorder, self.sealed_config(runs_per_update))
             trials, artifacts, densities, events = run_loop(
@@ -240,7 +249,7 @@ class Tuner:
                 recorder=recorder,
             )
             best = best_trial(trials, self.direction)
-            report = self.privacy.account(charged_runs=recorder.charged)
+            report = self.privacy.account()  # max_lost charged up front, whatever was actually lost
             release = Release(
                 params=None if best is None else dict(trials[best].params),
                 score=None if best is None else trials[best].score,
@@ -253,7 +262,7 @@ class Tuner:
             if journal is not None:
                 journal.write_release(release_payload(release))
         history = SearchHistory(run_count, tuple(trials), best, tuple(densities), tuple(events), self.seed,
-                                recorder.charged)
+                                recorder.lost_attempts)
         return SearchResult(release, history)
 
     def sealed_config(self, runs_per_update: int) -> dict[str, Any]:
@@ -271,6 +280,8 @@ class Tuner:
                 "base": {"label": privacy.base.label, "sha256": _array_digest(privacy.base.orders,
                                                                               privacy.base.epsilons)},
                 "profile": None if privacy.profile is None else repr(privacy.profile),
+                "adaptive_theorem": privacy.adaptive_theorem,
+                "max_lost": privacy.max_lost,
             },
             "space": {"grid": repr(self.space), "prior_sha256": _array_digest(self.space.prior)},
             "strategy": repr(self.strategy),

@@ -1,8 +1,9 @@
 """A journaled GP search run as a child process by tests/test_faults.py (it may kill itself on request).
 
 Usage: ``python _search_child.py JOURNAL LOG [--kill-after-run N] [--kill-inside-run N] [--nan-run N] [--slow]
-[--C C]``. Prints one JSON line with the release (and the curator-only T, for the test) on success; exits 3 with
-the exception's name on stderr when the journal is refused.
+[--C C] [--max-lost K]``. Prints one JSON line with the release (and the curator-only T, for the test) on success;
+exits 3 with the exception's name on stderr when the journal is refused or the lost attempts exceed ``--max-lost``
+(default 1).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dphypo.privacy import PrivacyConfig, SearchPrivacy, gaussian_rdp, geometric
 from dphypo.space import Grid, SearchSpace
 from dphypo.storage import JournalError, JournalMismatch
 from dphypo.strategies import GPUCB
-from dphypo.tuner import DataFailure, Tuner
+from dphypo.tuner import DataFailure, LostAttemptsExceeded, Tuner
 
 SPACE = SearchSpace({"x": Grid([i / 11 for i in range(12)]), "y": Grid([1.0, 2.0, 3.0])})
 
@@ -55,6 +56,7 @@ def main() -> int:
     parser.add_argument("--nan-run", type=int, default=-1)
     parser.add_argument("--slow", action="store_true")
     parser.add_argument("--C", type=float, default=2.0)
+    parser.add_argument("--max-lost", type=int, default=1)
     args = parser.parse_args()
 
     def objective(params: dict, run) -> tuple[float, str]:
@@ -75,12 +77,13 @@ def main() -> int:
             open(args.log + ".killed", "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), args.C, 0.75), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), args.C, 0.75), gaussian_rdp(4.0), 1e-5,
+                            max_lost=args.max_lost)
     tuner = Tuner(objective, SPACE, privacy, strategy=GPUCB(), seed=11, journal=args.journal,
                   objective_id="tests/_search_child", progress=progress)
     try:
         result = tuner.run()
-    except (JournalError, JournalMismatch) as exc:
+    except (JournalError, JournalMismatch, LostAttemptsExceeded) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     release = result.release
@@ -88,7 +91,8 @@ def main() -> int:
         "release": {"params": release.params, "score": _finite(release.score), "epsilon": release.epsilon,
                     "artifact": release.artifact},
         "run_count": result.history.run_count,
-        "charged_runs": result.history.charged_runs,
+        "lost_attempts": result.history.lost_attempts,
+        "max_lost": release.privacy.charged_runs,
     }))
     return 0
 

@@ -400,6 +400,7 @@ def calibrate_subsampled_sigma(
     *,
     max_order: int = DEFAULT_MAX_ORDER,
     rtol: float = 1e-4,
+    max_lost: int = 0,
 ) -> SubsampledCalibration:
     """The smallest σ (to ``rtol``) whose :func:`subsampled_tuning` total meets ``target_epsilon``.
 
@@ -417,6 +418,8 @@ def calibrate_subsampled_sigma(
         final_for_sigma: RDP curve of the final run at σ, same grid.
         max_order: Largest integer order.
         rtol: Relative tolerance on σ.
+        max_lost: Lost attempts of the search on X₁ charged up front (``charged_runs`` of
+            :func:`subsampled_tuning`).
 
     Returns:
         The calibration.
@@ -437,7 +440,7 @@ def calibrate_subsampled_sigma(
 
     def report_at(sigma: float) -> SubsampledTuningReport:
         return subsampled_tuning(candidate_for_sigma(sigma), search, tuning_rate, variant, delta,
-                                 final=final_for_sigma(sigma), max_order=max_order)
+                                 final=final_for_sigma(sigma), max_order=max_order, charged_runs=max_lost)
 
     def epsilon_at(sigma: float) -> float:
         nonlocal evaluations

@@ -34,13 +34,11 @@ from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS, default_model, make_
 from dphypo.train.private import (  # noqa: E402
     INIT_STREAM,
     SAMPLING_STREAM,
-    SCORE_STREAM,
     DPSGDPlan,
-    private_accuracy,
     quiet_opacus,
     run_stream_seed,
 )
-from dphypo.tuner import DataFailure, Run  # noqa: E402
+from dphypo.tuner import DataFailure, PrivateScore, Run  # noqa: E402
 
 __all__ = ["HYPERPARAMETERS", "OPTIMIZERS", "DPSGDObjective", "TrainedModel", "evaluate_accuracy"]
 
@@ -279,8 +277,11 @@ class DPSGDObjective:
         return _subset_splits(self.dataset, self.data_dir, int(self.data_seed), float(self.val_fraction),
                               float(self.test_fraction), self.subset)
 
-    def __call__(self, params: dict[str, Any], run: Run) -> tuple[float, TrainedModel]:
+    def __call__(self, params: dict[str, Any], run: Run) -> tuple[float | PrivateScore, TrainedModel]:
         """Train with DP-SGD under ``run.plan`` and return ``(private validation accuracy, trained model)``.
+
+        The accuracy is ``run.private_score(correct)`` when the plan privatises the score, the exact accuracy
+        when it does not (public validation data).
 
         Raises:
             DataFailure: The loss or the parameters became non-finite (the run diverged).
@@ -309,11 +310,11 @@ class DPSGDObjective:
         _train(wrapped, optimizer, dp_loader, plan.epochs, device)
         trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
         correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
-        if plan.n_val is None:  # score not privatised (public validation data): exact accuracy
-            score = correct / len(splits.y_val)
-        else:
-            rng = np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM))
-            score = private_accuracy(correct, plan, rng)
+        # The accounted Gaussian mechanism with noise from the run's secret stream (privacy rule 4); the exact
+        # accuracy only when the plan treats the validation data as public.
+        score: float | PrivateScore = (
+            correct / (plan.n_val or len(splits.y_val)) if plan.score_noise is None else run.private_score(correct)
+        )
         artifact = TrainedModel(
             state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
             model_name=str(self.model),

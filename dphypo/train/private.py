@@ -39,8 +39,10 @@ __all__ = [
     "BudgetExceeded",
     "DPSGDPlan",
     "check_budget",
+    "csprng_available",
     "make_private",
     "private_accuracy",
+    "private_score",
     "quiet_opacus",
     "run_stream_seed",
 ]
@@ -75,6 +77,10 @@ class DPSGDPlan:
             validation predictions; the count has sensitivity 1 under add/remove-one. ``None`` means the score
             is *not* privatised: only valid when the validation data is public (not part of the protected
             dataset), because the score is part of each run's DP output (privacy rule 4).
+        secure_mode: Draw the DP-SGD noise and Poisson batches from Opacus's cryptographically secure generator
+            (``PrivacyEngine(secure_mode=True)``, which also uses Opacus's floating-point-attack-resistant
+            Gaussian sampler); needs the ``torchcsprng`` package. Default ``False``: torch's Mersenne Twister,
+            seeded per run from the search's secret entropy (see docs/privacy.md for what that means).
     """
 
     sigma: float
@@ -83,6 +89,7 @@ class DPSGDPlan:
     n_train: int
     n_val: int | None = None
     score_noise: float | None = None
+    secure_mode: bool = False
 
     def __post_init__(self) -> None:
         if not (_is_real(self.sigma) and self.sigma > 0):
@@ -100,6 +107,8 @@ class DPSGDPlan:
             object.__setattr__(self, name, int(value))
         if self.batch_size > self.n_train:
             raise ValueError(f"batch_size must be <= n_train={self.n_train}, got {self.batch_size!r}")
+        if not isinstance(self.secure_mode, bool):
+            raise ValueError(f"secure_mode must be a bool, got {self.secure_mode!r}")
         object.__setattr__(self, "sigma", float(self.sigma))
         if self.score_noise is not None:
             object.__setattr__(self, "score_noise", float(self.score_noise))
@@ -178,7 +187,7 @@ class DPSGDPlan:
             standard_deviation=self.score_noise,
             sensitivity=1.0,
             pessimistic_estimate=True,
-            value_discretization_interval=discretization,
+            value_discretization_interval=training.discretization,  # coarser if the training PLD was capped
             use_connect_dots=True,
             neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
         )
@@ -229,12 +238,18 @@ def make_private(
 ) -> tuple[Any, Any, Any]:
     """Wrap a model for DP-SGD exactly as ``run.plan`` says, and register the engine on the run.
 
-    Uses ``PrivacyEngine(accountant="rdp", secure_mode=False)`` and ``make_private(noise_multiplier=plan.sigma,
-    poisson_sampling=True)``. Reproducibility: the Gaussian noise comes from a ``torch.Generator`` seeded from
-    ``run.seed`` (Opacus's ``noise_generator``), and the Poisson sampler of the returned ``DPDataLoader`` is given
-    its own seeded generator (replacing any generator of ``data_loader``). ``secure_mode=False`` means Opacus uses
-    torch's pseudo-random generator rather than a CSPRNG, and skips its floating-point-attack mitigation
-    (Opacus docs); use Opacus directly with ``secure_mode=True`` for a production release.
+    Uses ``PrivacyEngine(accountant="rdp", secure_mode=plan.secure_mode)`` and
+    ``make_private(noise_multiplier=plan.sigma, poisson_sampling=True)``.
+
+    * Default (``plan.secure_mode=False``): the Gaussian noise comes from a ``torch.Generator`` seeded from
+      ``run.seed`` (Opacus's ``noise_generator``), and the Poisson sampler of the returned ``DPDataLoader`` gets
+      its own generator seeded from ``run.seed`` (replacing any generator of ``data_loader``). ``run.seed`` comes
+      from the search's secret entropy (fresh OS entropy unless the curator gave a seed), so nobody without it can
+      regenerate the noise; a journaled search replays exactly. torch's generator is a Mersenne Twister, not a
+      CSPRNG, and Opacus skips its floating-point-attack mitigation in this mode (docs/privacy.md).
+    * ``plan.secure_mode=True``: Opacus draws noise and batches from its CSPRNG (``torchcsprng``, /dev/urandom)
+      and samples the Gaussian noise in its attack-resistant way; nothing is seeded, so a resumed search does not
+      replay a run bit for bit (its release is still covered by the same ε).
 
     Args:
         run: The tuner's run; ``run.plan`` must be a :class:`DPSGDPlan`. Only one engine per run is allowed (the
@@ -271,10 +286,14 @@ def make_private(
     import torch
     from opacus import PrivacyEngine
 
+    if plan.secure_mode:
+        require_csprng()
+    plain = module
     device = next(iter(module.parameters())).device
-    noise = torch.Generator(device=device).manual_seed(run_stream_seed(run.seed, NOISE_STREAM))
+    seeded = not plan.secure_mode  # secure mode: Opacus's CSPRNG for noise and batches, nothing seeded
+    noise = torch.Generator(device=device).manual_seed(run_stream_seed(run.seed, NOISE_STREAM)) if seeded else None
     with quiet_opacus():
-        engine = PrivacyEngine(accountant="rdp", secure_mode=False)
+        engine = PrivacyEngine(accountant="rdp", secure_mode=plan.secure_mode)
         module, optimizer, dp_loader = engine.make_private(
             module=module,
             optimizer=optimizer,
@@ -284,17 +303,60 @@ def make_private(
             poisson_sampling=True,
             noise_generator=noise,
         )
-    # Opacus builds the Poisson sampler from data_loader.generator (the global RNG when None); give it ours.
-    sampling = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
-    dp_loader.batch_sampler.generator = sampling
-    dp_loader.generator = sampling
+    if seeded:  # Opacus builds the Poisson sampler from data_loader.generator (the global RNG when None)
+        sampling = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
+        dp_loader.batch_sampler.generator = sampling
+        dp_loader.generator = sampling
     if len(dp_loader) != plan.steps_per_epoch:  # a changed Opacus convention would void the plan's arithmetic
         raise RuntimeError(
             f"Opacus's DPDataLoader yields {len(dp_loader)} batches per epoch, the plan expected "
             f"{plan.steps_per_epoch}; this Opacus version samples differently from what dphypo accounts for"
         )
     run.engines.append(engine)
+    run.wrapped.append((module, plain))  # released as the plain nn.Module, never Opacus's wrapper
     return module, optimizer, dp_loader
+
+
+def csprng_available() -> bool:
+    """Whether Opacus's secure mode can run here (its CSPRNG, ``torchcsprng``, is importable)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torchcsprng") is not None
+
+
+def require_csprng() -> None:
+    """Raise a one-line ``ValueError`` unless :func:`csprng_available`."""
+    if not csprng_available():
+        raise ValueError(
+            "secure_mode needs Opacus's CSPRNG package torchcsprng, which is not importable here (no wheel for "
+            "this torch on PyPI); install a torchcsprng built for your torch, or run without secure mode "
+            "(docs/privacy.md says what that means)"
+        )
+
+
+def private_score(run: Run, count: int) -> float:
+    """The privatised score of a run: :func:`private_accuracy` with noise from the run's secret score stream.
+
+    The Gaussian mechanism on a sensitivity-1 count with std ``plan.score_noise`` is exactly what
+    :meth:`DPSGDPlan.rdp` composes into every run's curve (privacy rule 4). One score per run: a second noisy
+    view of the data would be a release the plan does not account for.
+
+    Args:
+        run: The run; ``run.plan`` must be a :class:`DPSGDPlan` with ``score_noise`` and ``n_val``.
+        count: Correct validation predictions (an integer ≥ 0; sensitivity 1 under add/remove-one).
+
+    Returns:
+        ``(count + N(0, score_noise²)) / n_val``.
+    """
+    plan = run.plan
+    if not isinstance(plan, DPSGDPlan) or plan.score_noise is None:
+        raise ValueError(
+            f"run.private_score needs a DPSGDPlan with score_noise and n_val (dphypo.tune(score_noise=..., "
+            f"n_val=...)), got {plan!r}"
+        )
+    if run.scores:
+        raise ValueError("run.private_score was already called for this run; one released score per run")
+    return private_accuracy(count, plan, np.random.default_rng(run_stream_seed(run.seed, SCORE_STREAM)))
 
 
 def spent_rdp(history: Iterable[tuple[float, float, int]], orders: Iterable[float] | None = None) -> RdpCurve | None:
