@@ -57,10 +57,7 @@ def run_tune(**opts: Any) -> None:
     console = Console(stderr=True)
     started = time.perf_counter()
     pool = make_executor(o["executor"], workers=o["workers"], address=o["address"])
-    # Privacy rule 1: in release mode the display shows elapsed time only. A count of completed runs would end
-    # at T (a terminal transcript keeps it); --show-trials (curator-only) may show it, labelled as such.
-    counter = "runs completed (NOT PRIVATE, curator-only): {task.completed}" if o["show_trials"] else "searching"
-    columns = (SpinnerColumn(), TextColumn(counter), TimeElapsedColumn())
+    columns = (SpinnerColumn(), TextColumn(progress_label(o["show_trials"])), TimeElapsedColumn())
     with pool, Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("search", total=None)
         result = tune(
@@ -133,6 +130,15 @@ def run_tune(**opts: Any) -> None:
     )
     if o["show_trials"]:
         _print_trials(out, result.history)
+
+
+def progress_label(show_trials: bool) -> str:
+    """The progress line's text (a rich template).
+
+    Privacy rule 1: in release mode it shows elapsed time only. A count of completed runs ends at T, and a
+    terminal transcript keeps it; only ``--show-trials`` (curator-only) shows the count, labelled as such.
+    """
+    return "runs completed (NOT PRIVATE, curator-only): {task.completed}" if show_trials else "searching"
 
 
 def file_sha256(path: Path) -> str:

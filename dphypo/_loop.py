@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,21 +62,31 @@ class LostAttemptsExceeded(RuntimeError):
     """
 
 
-@dataclass(frozen=True)
-class PrivateScore:
+class PrivateScore(float):
     """A run's score privatised by the mechanism its plan accounts for (made by :meth:`Run.private_score`).
 
-    When the run's plan releases a noisy score (``plan.score_noise``), the objective must return this object,
-    not a number: a score that skipped the noise would be released while ε still claims it was privatised
-    (privacy rule 4).
+    It is a ``float`` (compare and print it as one). When the run's plan releases a noisy score
+    (``plan.score_noise``), the objective must return this object, not a bare number: a score that skipped the
+    noise would be released while ε still claims it was privatised (privacy rule 4).
 
     Attributes:
-        value: The noisy score.
         run_number: The run that made it.
     """
 
-    value: float
     run_number: int
+
+    def __new__(cls, value: float, run_number: int) -> PrivateScore:
+        score = super().__new__(cls, value)
+        score.run_number = int(run_number)
+        return score
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PrivateScore, (float(self), self.run_number))
+
+    @property
+    def value(self) -> float:
+        """The noisy score as a plain float."""
+        return float(self)
 
 
 @dataclass(frozen=True)
@@ -450,7 +461,11 @@ def evaluate_task(task: tuple[Objective, dict[str, Any], Run]) -> tuple[float, A
 def _evaluate(objective: Objective, params: Mapping[str, Any], run: Run) -> tuple[float, Any, float, str | None]:
     start = time.perf_counter()
     try:
-        out = objective(dict(params), run)
+        with warnings.catch_warnings():
+            # torch warns on every run when Opacus's per-sample hooks sit on a first layer whose input needs no
+            # gradient (the usual case): harmless, and a search would print it once per run.
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            out = objective(dict(params), run)
     except Exception as exc:  # privacy rule 5: any failure on the data scores worst and is not retried
         return math.nan, None, time.perf_counter() - start, f"{type(exc).__name__}: {exc}"
     raw, artifact = out if isinstance(out, tuple) else (out, None)

@@ -34,7 +34,9 @@ space = SearchSpace({"lr": LogFloat(1e-2, 10, 4 if SMALL else 16), "clip": Float
 n_train, n_val, space"""),
     new_markdown_cell("""`dphypo.tune` calibrates the DP-SGD noise σ so that the *whole search* costs ε = 8 at δ = 1e-5, including
 each run's noisy validation score (Gaussian noise with std 0.02·n_val on the count of correct predictions).
-`DPSGDObjective("digits")` trains under the plan the search hands to every run (`run.make_private`)."""),
+`DPSGDObjective("digits")` trains under the plan the search hands to every run (`run.make_private`) and
+returns `run.private_score(correct)`, which adds exactly that accounted noise. With your own training function,
+return `run.private_score(number_of_correct_validation_predictions)` the same way."""),
     new_code_cell("""result = dphypo.tune(
     DPSGDObjective("digits"),
     space,
@@ -49,8 +51,7 @@ each run's noisy validation score (Gaussian noise with std 0.02·n_val on the co
     strategy="gp",
     C=2.0,
     c=0.75,
-    seed=0,
-)
+)  # no seed: T and every noise draw come from fresh OS entropy (a seed would have to stay secret)
 release = result.release
 print("released hyperparameters:", release.params)
 print("released (private) validation accuracy:", round(release.score, 4))

@@ -100,3 +100,64 @@ def test_subsampled_tune_refusals_are_one_line_errors(tmp_path, capsys) -> None:
     assert "--variant needs --tune-fraction" in capsys.readouterr().err
     assert run([*SUBSAMPLED, "--variant", "3", "--out", str(tmp_path)]) == 2
     assert "variant" in capsys.readouterr().err
+
+
+# -- a release describes the files it points at; bad options and paths fail before any data is touched ----------
+def test_a_release_refuses_a_model_file_that_was_overwritten(tmp_path, capsys) -> None:
+    journal, out = tmp_path / "a.db", tmp_path / "a"
+    assert run([*TINY, "--out", str(out), "--journal", str(journal)]) == 0
+    assert run(["release", str(journal), "--json"]) == 0
+    released = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert released["model_sha256"] and released["model_path"] == str(out / "released_model.pt")
+    (out / "released_model.pt").write_bytes(b"another search's model")
+    assert run(["release", str(journal)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the released model" in err[0]
+
+
+def test_a_search_never_overwrites_another_searchs_release(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert run([*TINY, "--out", str(out)]) == 0
+    before = (out / "released_model.pt").read_bytes()
+    capsys.readouterr()
+    assert run([*TINY, "--out", str(out)]) == 2
+    assert "already holds the release" in capsys.readouterr().err
+    assert (out / "released_model.pt").read_bytes() == before
+
+
+def test_a_finished_journaled_search_may_rewrite_its_own_release(tmp_path, capsys) -> None:
+    journal, out = tmp_path / "j.db", tmp_path / "out"
+    assert run([*TINY, "--out", str(out), "--journal", str(journal)]) == 0
+    assert run([*TINY, "--out", str(out), "--journal", str(journal)]) == 0  # replays, same model bytes
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--runs-per-update", "0"], "--runs-per-update must be a positive integer"),
+        (["--workers", "0"], "--workers must be a positive integer"),
+        (["--max-lost", "-1"], "--max-lost must be a non-negative integer"),
+        (["--runs", "binomial"], "--runs binomial is for"),
+        (["--secure-mode"], "secure_mode needs Opacus's CSPRNG package torchcsprng"),
+    ],
+)
+def test_bad_tune_options_fail_in_one_line_before_any_data(tmp_path, capsys, monkeypatch, extra, message) -> None:
+    import dphypo.train.data as data
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read before the options were checked")
+
+    monkeypatch.setattr(data, "load_dataset", no_data)
+    monkeypatch.setattr("dphypo.train.load_dataset", no_data)
+    assert run([*TINY, "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_unusable_output_paths_fail_before_any_data(tmp_path, capsys) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert run([*TINY, "--out", str(a_file)]) == 2
+    assert "--out must be a directory" in capsys.readouterr().err
+    assert run([*TINY, "--out", str(tmp_path / "o"), "--journal", str(tmp_path)]) == 2
+    assert "--journal must be a file" in capsys.readouterr().err

@@ -182,3 +182,41 @@ def test_dpsgd_plan_curve_and_profile_describe_the_same_mechanism() -> None:
     plan = DPSGDPlan(sigma=1.5, batch_size=64, epochs=2, n_train=1000, n_val=300, score_noise=6.0)
     assert plan.rdp().mechanism == plan.profile(1e-2).mechanism is not None
     assert plan.training_rdp().mechanism != plan.rdp().mechanism
+
+
+# -- Opacus's secure mode ----------------------------------------------------------------------------------------
+def test_secure_mode_without_torchcsprng_fails_in_one_line_before_training(monkeypatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torchcsprng" else real_find_spec(name, *a))
+    run = Run(0, 5, None, 0, _plan(secure_mode=True))
+    with pytest.raises(ValueError, match="secure_mode needs Opacus's CSPRNG package torchcsprng") as caught:
+        _train(run, epochs=1)
+    assert "\n" not in str(caught.value) and not run.engines
+
+
+def test_secure_mode_uses_opacus_csprng_for_noise_and_batches(monkeypatch) -> None:
+    import importlib.machinery
+    import os
+    import sys
+    import types
+
+    made: list[torch.Generator] = []
+
+    def create_random_device_generator(path: str) -> torch.Generator:  # stands in for torchcsprng's /dev/urandom
+        generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little"))
+        made.append(generator)
+        return generator
+
+    fake = types.ModuleType("torchcsprng")
+    fake.__spec__ = importlib.machinery.ModuleSpec("torchcsprng", None)
+    fake.create_random_device_generator = create_random_device_generator
+    monkeypatch.setitem(sys.modules, "torchcsprng", fake)
+    run = Run(0, 5, None, 0, _plan(secure_mode=True))
+    first = _train(run, epochs=1)
+    engine = run.engines[0]
+    assert engine.secure_mode and made and engine.secure_rng is made[0]
+    again = _train(Run(0, 5, None, 0, _plan(secure_mode=True)), epochs=1)
+    assert any(not torch.equal(a, b) for a, b in zip(first, again, strict=True))  # nothing seeded from run.seed

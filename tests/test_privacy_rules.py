@@ -1,0 +1,212 @@
+"""Each privacy rule of docs/privacy.md has a test here (or is pointed to from there) that fails when it is broken.
+
+The rules on randomness (no public seed on the private path) are checked by recording every seed that reaches a
+random generator during two default searches: a constant seed would appear in both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import dphypo
+from dphypo.cli import run as cli
+from dphypo.privacy import PrivacyConfig, SearchPrivacy, gaussian_rdp, geometric
+from dphypo.space import Grid, SearchSpace
+from dphypo.train import DPSGDObjective
+from dphypo.train.private import DPSGDPlan
+from dphypo.tuner import PrivateScore, Tuner
+
+TINY_SPACE = SearchSpace({"lr": Grid([0.3, 1.0], scale="log"), "clip": Grid([0.5, 2.0])})
+TINY_CLI = "tune --epochs 1 --lr-grid 0.3,1 --clip-grid 0.5,2 --runs geometric --mean 2 --epsilon 8".split()
+
+
+def _digits_plan_kwargs() -> dict[str, Any]:
+    splits = DPSGDObjective("digits").splits()
+    return {"n_train": len(splits.y_train), "n_val": len(splits.y_val), "batch_size": 64, "epochs": 1}
+
+
+class _SeedLog:
+    """Records every seed handed to numpy's and torch's generators (``None`` = fresh OS entropy)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seeds: list[Any] = []
+        log = self.seeds
+        real_default_rng, real_seed_sequence = np.random.default_rng, np.random.SeedSequence
+
+        class RecordingSeedSequence(real_seed_sequence):  # type: ignore[misc, valid-type]
+            def __init__(self, entropy: Any = None, *args: Any, **kwargs: Any) -> None:
+                super().__init__(entropy, *args, **kwargs)
+                if entropy is not None:
+                    log.append(("SeedSequence", str(entropy), tuple(kwargs.get("spawn_key", ()))))
+
+        def default_rng(seed: Any = None) -> np.random.Generator:
+            if isinstance(seed, (int, np.integer)):
+                log.append(("default_rng", int(seed)))
+            return real_default_rng(seed)
+
+        class RecordingGenerator(torch.Generator):
+            def manual_seed(self, seed: int) -> torch.Generator:
+                log.append(("torch.Generator", int(seed)))
+                return super().manual_seed(seed)
+
+        real_manual_seed = torch.manual_seed
+
+        def manual_seed(seed: int) -> Any:
+            log.append(("torch.manual_seed", int(seed)))
+            return real_manual_seed(seed)
+
+        monkeypatch.setattr(np.random, "default_rng", default_rng)
+        monkeypatch.setattr(np.random, "SeedSequence", RecordingSeedSequence)
+        monkeypatch.setattr(torch, "Generator", RecordingGenerator)
+        monkeypatch.setattr(torch, "manual_seed", manual_seed)
+
+    def take(self) -> set[Any]:
+        out = set(self.seeds)
+        self.seeds.clear()
+        return out
+
+
+def _default_search() -> dphypo.SearchResult:
+    return dphypo.tune(DPSGDObjective("digits"), TINY_SPACE, epsilon=8.0, score_noise=20.0,
+                       runs=geometric(0.5), **_digits_plan_kwargs())
+
+
+# -- rule 6: nothing on the private path is seeded from a public value -------------------------------------------
+def test_no_generator_on_the_private_path_is_seeded_from_a_constant(monkeypatch: pytest.MonkeyPatch) -> None:
+    _digits_plan_kwargs()  # the public train/val/test split is cached before recording (docs/privacy.md)
+    log = _SeedLog(monkeypatch)
+    first = _default_search()
+    seeds_first = log.take()
+    second = _default_search()
+    seeds_second = log.take()
+    kinds = {s[0] for s in seeds_first}
+    assert {"torch.Generator", "SeedSequence", "default_rng"} <= kinds, kinds  # the recorder saw the private path
+    shared = seeds_first & seeds_second
+    assert not shared, f"generators seeded with the same value in two default searches: {sorted(shared)[:5]}"
+    assert first.history.seed != second.history.seed
+
+
+def test_two_default_searches_draw_different_T_and_noise() -> None:
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
+    space = SearchSpace({"x": Grid([i / 9 for i in range(10)])})
+    tuners = [Tuner(lambda p, r: float(r.rng.normal()), space, privacy) for _ in range(2)]
+    t_streams = [[t.draw_run_count() for _ in range(1)] + [t.seed] for t in tuners]
+    assert t_streams[0] != t_streams[1]
+    results = [t.run() for t in tuners]
+    noise = [[trial.score for trial in r.history.trials] for r in results]
+    assert noise[0][: len(noise[1])] != noise[1][: len(noise[0])]
+
+
+def test_two_default_cli_searches_release_different_models(tmp_path, capsys) -> None:
+    digests = []
+    for name in ("a", "b"):
+        assert cli([*TINY_CLI, "--out", str(tmp_path / name), "--json"]) == 0
+        payload = json.loads(capsys.readouterr().out)
+        digest = hashlib.sha256((tmp_path / name / "released_model.pt").read_bytes()).hexdigest()
+        assert payload["release"]["model_sha256"] == digest
+        digests.append(digest)
+    assert digests[0] != digests[1]
+
+
+def test_a_seeded_cli_search_warns_once_and_the_release_has_no_seed(tmp_path, capsys) -> None:
+    assert cli([*TINY_CLI, "--seed", "5", "--out", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "--seed 5" in warnings[0] and "recompute T" in warnings[0]
+    release = json.loads((tmp_path / "release.json").read_text())
+    assert not [key for key in _keys(release) if "seed" in key.lower()]
+
+
+def _keys(tree: Any) -> list[str]:
+    if isinstance(tree, dict):
+        return [*map(str, tree), *(k for v in tree.values() for k in _keys(v))]
+    if isinstance(tree, list):
+        return [k for v in tree for k in _keys(v)]
+    return []
+
+
+# -- rule 1: progress displays show no counts in release mode -----------------------------------------------------
+def test_the_release_mode_progress_label_has_no_run_count() -> None:
+    from dphypo._cli_tune import progress_label
+
+    assert "{task.completed}" not in progress_label(show_trials=False)
+    assert "{task.completed}" in progress_label(show_trials=True) and "curator-only" in progress_label(True)
+
+
+# -- rule 4: a score must be privatised by the accounted mechanism ------------------------------------------------
+def _plan() -> DPSGDPlan:
+    return DPSGDPlan(sigma=1.0, batch_size=10, epochs=1, n_train=100, n_val=50, score_noise=5.0)
+
+
+def _privacy_for(plan: DPSGDPlan) -> PrivacyConfig:
+    return PrivacyConfig(SearchPrivacy(geometric(0.5)), plan.rdp(), 1e-5)
+
+
+def test_a_bare_score_is_refused_when_the_plan_releases_a_noisy_score() -> None:
+    plan = _plan()
+    tuner = Tuner(lambda params, run: 0.9, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1)
+    with pytest.raises(TypeError, match=r"run.private_score\(count\)"):
+        tuner.run()
+
+
+def test_private_score_adds_the_planned_noise_once_per_run() -> None:
+    plan = _plan()
+    seen: list[PrivateScore] = []
+
+    def objective(params: dict, run) -> PrivateScore:
+        score = run.private_score(40)
+        with pytest.raises(ValueError, match="one released score per run"):
+            run.private_score(40)
+        seen.append(score)
+        return score
+
+    result = Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1).run()
+    values = np.array([s.value for s in seen])
+    assert result.release.score in values
+    assert np.all(values != 40 / 50) and np.std(values * 50) > 0  # noisy, and noise differs per run
+
+
+def test_a_score_made_by_another_run_is_refused() -> None:
+    plan = _plan()
+    stolen: list[PrivateScore] = []
+
+    def objective(params: dict, run) -> PrivateScore:
+        if not stolen:
+            stolen.append(run.private_score(10))
+        return stolen[0]
+
+    with pytest.raises(TypeError, match="made by run 0"):
+        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, batch_size=1).run()
+
+
+def test_the_released_model_is_the_plain_module_not_opacus_wrapper() -> None:
+    kwargs = _digits_plan_kwargs()
+    splits = DPSGDObjective("digits").splits()
+
+    def train(params: dict, run) -> tuple[PrivateScore, nn.Module]:
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+        optimizer = torch.optim.SGD(model.parameters(), lr=params["lr"])
+        data = torch.utils.data.TensorDataset(torch.from_numpy(splits.x_train.copy()),
+                                              torch.from_numpy(splits.y_train.copy()))
+        loader = torch.utils.data.DataLoader(data, batch_size=64)
+        wrapped, optimizer, loader = run.make_private(model, optimizer, loader, max_grad_norm=params["clip"])
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(wrapped(x), y).backward()
+            optimizer.step()
+        return run.private_score(0), wrapped
+
+    result = dphypo.tune(train, TINY_SPACE, sigma=2.0, score_noise=20.0, runs=geometric(0.5), **kwargs)
+    assert type(result.release.artifact) is nn.Sequential
+
+
+def test_a_search_through_the_api_does_not_repeat_torchs_backward_hook_warning(recwarn) -> None:
+    test_the_released_model_is_the_plain_module_not_opacus_wrapper()
+    assert not [w for w in recwarn if "Full backward hook" in str(w.message)]
