@@ -42,8 +42,9 @@ def run_tune(**opts: Any) -> None:
     if o["gamma"] is None and o["mean"] is None and o["runs"] != "negbin":
         o["mean"] = DEFAULT_MEAN_RUNS
     runs = make_run_count(o["runs"], theta=o["theta"], gamma=o["gamma"], mean=o["mean"])
-    if not (math.isfinite(o["score_noise"]) and o["score_noise"] >= 0):
-        raise ValueError(f"score-noise must be a finite number >= 0, got {o['score_noise']!r}")
+    noise = o["score_noise_accuracy"]
+    if not (math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {noise!r}")
     default_lr, default_clip = paper_grid()
     lrs = parse_grid(o["lr_grid"]) if o["lr_grid"] else default_lr
     clips = parse_grid(o["clip_grid"]) if o["clip_grid"] else default_clip
@@ -52,7 +53,7 @@ def run_tune(**opts: Any) -> None:
     splits = load_dataset(o["dataset"], data_dir=o["data_dir"])
     n_train, n_val = len(splits.y_train), len(splits.y_val)
     model = o["model"] or default_model(o["dataset"])
-    count_noise = o["score_noise"] * n_val if o["score_noise"] > 0 else None
+    count_noise = noise * n_val if noise > 0 else None  # the mechanism's unit: counts (sensitivity 1)
 
     console = Console(stderr=True)
     started = time.perf_counter()
@@ -119,6 +120,7 @@ def run_tune(**opts: Any) -> None:
         "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
         "test accuracy of released model": "-" if test_accuracy is None else f"{test_accuracy:.4f}",
         "σ (noise multiplier)": f"{release.plan.sigma:.4g}",
+        "lost attempts charged up front": f"{o['max_lost']} (one more stops the search without a release)",
         "saved model": str(model_path) if model_path else "- (no run: T = 0)",
     }
     if subsampling is not None:
@@ -154,6 +156,9 @@ def _check_options_and_paths(o: dict[str, Any]) -> None:
     """Refuse bad options and unusable output paths before any data is read (nothing is spent on a doomed run)."""
     if o["tune_fraction"] is None and o["variant"] != 1:
         raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
+    if o["score_noise"] is not None:
+        raise ValueError("--score-noise was renamed --score-noise-accuracy (the std of the noise on the validation "
+                         "accuracy; dphypo.tune's score_noise is the same noise in counts, i.e. times n_val)")
     if o["runs"] == "binomial":
         raise ValueError("--runs binomial is for `dphypo account`/`calibrate` only; tune takes negbin, geometric, "
                          "logarithmic or poisson")
@@ -221,7 +226,7 @@ def _release_payload(release: Any, o: dict[str, Any], model: str, test_accuracy:
             "model_sha256": model_sha256,
         },
         "privacy": {**release.privacy.to_dict(), "sigma": release.plan.sigma,
-                    "sample_rate": release.plan.sample_rate, "steps": release.plan.steps},
+                    "sample_rate": release.plan.sample_rate, "steps": release.plan.steps, "max_lost": o["max_lost"]},
         "dataset": o["dataset"],
         "model": model,
         "strategy": o["strategy"],

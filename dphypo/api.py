@@ -210,6 +210,11 @@ def tune(
 
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
     profile_for = None if search.adaptive else (lambda s: plan_for(s).profile(PROFILE_DISCRETIZATION))
+    if journal is not None:  # a changed resume is refused before σ is calibrated (the σ-dependent fields later)
+        provisional = plan_for(1.0 if sigma is None else sigma)
+        Tuner(train_fn, space, PrivacyConfig(search, provisional.rdp(), delta, max_lost=max_lost), strategy=chosen,
+              direction=direction, seed=seed, plan=provisional, journal=journal, batch_size=runs_per_update
+              ).check_journal(ignore=("privacy.base", "privacy.profile", "plan"))
     if epsilon is not None:
         plan_for(1.0)  # validate the plan's fields before calibrating
         sigma = calibrate_sigma(epsilon, delta, search, lambda s: plan_for(s).rdp(), profile_for_sigma=profile_for,

@@ -256,8 +256,12 @@ class Journal:
                              (_canonical(config), run_count, digest, time.time()))
         return SealedPlan(config, run_count, digest)
 
-    def verify(self, config: dict[str, Any]) -> SealedPlan:
+    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedPlan:
         """The sealed plan, after checking that ``config`` is the configuration it was sealed with.
+
+        Args:
+            config: The caller's configuration (JSON-ready).
+            ignore: Dotted field prefixes not compared (for an early check before every field is known).
 
         Raises:
             JournalMismatch: Naming every field that differs.
@@ -266,7 +270,8 @@ class Journal:
         if sealed is None:
             raise JournalError(f"{str(self.path)!r} has no sealed plan")
         given = json.loads(_canonical(config))
-        differences = _differences(sealed.config, given)
+        differences = [d for d in _differences(sealed.config, given)
+                       if not any(d == p or d.startswith(p + ".") for p in ignore)]
         if differences:
             raise JournalMismatch(
                 f"the configuration differs from the journal {str(self.path)!r} in: {', '.join(differences)}; "

@@ -287,10 +287,33 @@ class Tuner:
             "strategy": repr(self.strategy),
             "direction": self.direction,
             "seed": self.seed,
-            "batch_size": runs_per_update,
+            "runs_per_update": runs_per_update,
             "objective": self.objective_id,
             "plan": None if self.plan is None else repr(self.plan),
         }
+
+    def check_journal(self, *, ignore: tuple[str, ...] = ()) -> None:
+        """Refuse a resume whose configuration differs from the sealed one, before anything costly happens.
+
+        :meth:`run` checks every field again; this early check lets a caller (e.g. :func:`dphypo.tune`) refuse a
+        changed resume before calibrating σ, with ``ignore`` naming the fields it cannot know yet.
+
+        Raises:
+            JournalMismatch: Naming the fields that differ.
+        """
+        if self.journal is None or not self.journal.is_file():
+            return
+        from dphypo.storage import Journal
+
+        with Journal.open(self.journal) as journal:
+            sealed = journal.sealed()
+            if sealed is None:
+                return
+            sealed_k = sealed.config.get("runs_per_update", 1)
+            config = self.sealed_config(sealed_k if self.batch_size is None else self.batch_size)
+            if not self._seed_given:
+                config["seed"] = sealed.config.get("seed", self.seed)
+            journal.verify(config, ignore=ignore)
 
     def _open_journal(self) -> Any:
         if self.journal is None:
@@ -327,6 +350,7 @@ def release_payload(release: Release) -> dict[str, Any]:
         "epsilon": release.epsilon,
         "delta": release.delta,
         "privacy": release.privacy.to_dict(),
+        "max_lost": release.privacy.charged_runs,  # lost attempts charged up front (docs/parallel.md)
         "plan": plan,
     }
 

@@ -89,3 +89,17 @@ def test_tune_refuses_to_resume_with_other_options(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith("error:") and "privacy.C" in err and "new journal" in err
     assert path.read_bytes() == before
+
+
+def test_a_changed_resume_is_refused_before_sigma_is_calibrated(tmp_path, capsys, monkeypatch) -> None:
+    path = tmp_path / "search.db"
+    assert run([*TINY_TUNE, "--out", str(tmp_path), "--journal", str(path)]) == 0
+    capsys.readouterr()
+
+    def no_calibration(*args, **kwargs):
+        raise AssertionError("sigma was calibrated before the seal was checked")
+
+    monkeypatch.setattr("dphypo.api.calibrate_sigma", no_calibration)
+    assert run([*TINY_TUNE, "--out", str(tmp_path), "--journal", str(path), "--runs-per-update", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "runs_per_update" in err and "batch_size" not in err

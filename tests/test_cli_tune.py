@@ -54,8 +54,10 @@ def test_show_trials_is_labelled_not_private(tmp_path, capsys) -> None:
 
 
 def test_tune_rejects_bad_options(tmp_path, capsys) -> None:
-    assert run([*TINY, "--out", str(tmp_path), "--score-noise", "-1"]) == 2
-    assert "score-noise" in capsys.readouterr().err
+    assert run([*TINY, "--out", str(tmp_path), "--score-noise-accuracy", "-1"]) == 2
+    assert "--score-noise-accuracy must be" in capsys.readouterr().err
+    assert run([*TINY, "--out", str(tmp_path), "--score-noise", "0.02"]) == 2  # the old name: one line, new name
+    assert "renamed --score-noise-accuracy" in capsys.readouterr().err
     assert run(["tune", "--dataset", "imagenet", "--out", str(tmp_path)]) == 2
     assert "imagenet" in capsys.readouterr().err
 
