@@ -18,7 +18,9 @@ __all__ = [
     "Int",
     "Journal",
     "LogFloat",
+    "LostAttemptsExceeded",
     "PrivacyConfig",
+    "PrivateScore",
     "Release",
     "SearchPrivacy",
     "SearchResult",
@@ -36,6 +38,8 @@ _LAZY = {
     "Release": "dphypo.tuner",
     "SearchResult": "dphypo.tuner",
     "DataFailure": "dphypo.tuner",
+    "LostAttemptsExceeded": "dphypo.tuner",
+    "PrivateScore": "dphypo.tuner",
     "GPUCB": "dphypo.strategies",
     "Uniform": "dphypo.strategies",
     "SearchSpace": "dphypo.space",
@@ -56,7 +60,7 @@ if TYPE_CHECKING:
     from dphypo.space import Choice, Float, Int, LogFloat, SearchSpace
     from dphypo.storage import Journal
     from dphypo.strategies import GPUCB, Uniform
-    from dphypo.tuner import DataFailure, Release, SearchResult, Tuner
+    from dphypo.tuner import DataFailure, LostAttemptsExceeded, PrivateScore, Release, SearchResult, Tuner
 
 
 def __getattr__(name: str) -> Any:

@@ -2,23 +2,83 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
+import re
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, SearchPrivacy, make_run_count
 
+#: Order of the commands in ``dphypo --help``: the workflow (search, publish, account, then research tools).
+COMMAND_ORDER = ("tune", "release", "account", "calibrate", "landscape", "simulate", "plot")
+
+#: Width of a console that is not a terminal (piped, redirected): wide enough that no cell is ever cut.
+PIPE_WIDTH = 10_000
+
+
+def _without_type_placeholder(command: Any) -> None:
+    """Drop the ``<bool>`` type placeholder that typer shows for on/off flags (``--json``, ``--help``)."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _Group(TyperGroup):
+    """The ``dphypo`` group: commands in workflow order, flags without a ``<bool>`` placeholder in ``--help``, and
+    an EOFError inside a command reported as a bad input, not as Ctrl-C."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: k for k, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), names.index(name)))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _without_type_placeholder(command)
+            help_option = command.get_help_option(ctx)
+            if help_option is not None and help_option.metavar is None:
+                help_option.metavar = ""
+        return command
+
+    def invoke(self, ctx: Any) -> Any:
+        # click reports an EOFError raised anywhere in a command (numpy reading an empty file, say) exactly like
+        # Ctrl-C: a blank line and "Aborted". It is a bad input, so say so in one line.
+        try:
+            return super().invoke(ctx)
+        except EOFError as exc:
+            detail = " ".join(str(exc).split()) or "no data left"
+            raise ValueError(f"unexpected end of input ({detail}); is an input file empty or truncated?") from exc
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+
 app = typer.Typer(
     name="dphypo",
+    cls=_Group,
     help="Adaptive differentially private hyperparameter optimisation (DP-HyPO) with one honest (ε, δ).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+#: Density-ratio bounds of the default search: DP-HyPO's GP instantiation (Wang et al. 2023, Sec. 5), which is
+#: what ``dphypo tune`` runs unless told ``--strategy uniform``.
+DEFAULT_C, DEFAULT_LOWER_C = 2.0, 0.75
+#: Run-count families no adaptive theorem covers: only a uniform search (C = c = 1) may use them.
+UNIFORM_ONLY_RUNS = ("poisson", "binomial")
 
 # Shared option declarations (typer reads them from the annotations).
 RunsOpt = Annotated[
@@ -30,6 +90,19 @@ GammaOpt = Annotated[float | None, typer.Option("--gamma", help="γ ∈ (0,1) of
 MeanOpt = Annotated[float | None, typer.Option("--mean", help="E[T] (TNB family: instead of --gamma; poisson).")]
 UpperOpt = Annotated[float, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 (C = c = 1: uniform).")]
 LowerOpt = Annotated[float, typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1].")]
+SearchUpperOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--C",
+        help="Upper density-ratio bound C ≥ 1 of the search (default 2, tune's GP search; 1 with --runs poisson "
+        "or binomial, which only a uniform search may use). A uniform search: --C 1 --c 1.",
+    ),
+]
+SearchLowerOpt = Annotated[
+    float | None,
+    typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] (default 0.75, tune's GP search; 1 with --runs "
+                 "poisson or binomial)."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 
 
@@ -37,10 +110,71 @@ MaxRunsOpt = Annotated[int | None, typer.Option("--max-runs", help="n of binomia
 
 
 def _search(
-    runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float, c: float,
+    runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float | None, c: float | None,
     max_runs: int | None = None,
 ) -> SearchPrivacy:
-    return SearchPrivacy(make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs), C, c)
+    """The search ``account``/``calibrate`` describe; ``C``/``c`` None take the defaults of ``--C``/``--c``."""
+    uniform_only = runs in UNIFORM_ONLY_RUNS
+    C = (1.0 if uniform_only else DEFAULT_C) if C is None else C
+    c = (1.0 if uniform_only else DEFAULT_LOWER_C) if c is None else c
+    with option_names(**{"n": "--max-runs", "max-runs": "--max-runs", "theta": "--theta", "gamma": "--gamma",
+                         "mean": "--mean", "C": "--C", "c": "--c"}):
+        return SearchPrivacy(make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs), C, c)
+
+
+def _rename(message: str, names: dict[str, str]) -> str:
+    """``message`` with each parameter name of ``names`` that starts a clause replaced by its CLI option."""
+    others = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    for name, option in names.items():
+        # The parameter as the subject of a clause ("n must be ...", "lr_grid values must ...", "sigma=2", "gamma
+        # or mean"), not inside another word, an option name, a quoted value or a computed "at least x=...".
+        pattern = (
+            rf"(?<![\w\-'\"./,])(?<!least ){re.escape(name)}"
+            rf"(?=(?: values)? (?:must|is|has)\b|=| or (?:{others})\b|(?<= or {re.escape(name)}) for\b)"
+        )
+        message = re.sub(pattern, option, message)
+    return message
+
+
+@contextlib.contextmanager
+def option_names(**names: str) -> Iterator[None]:
+    """Re-raise a ValueError from inside the block with library parameter names replaced by CLI options.
+
+    Args:
+        **names: Parameter name -> the option that sets it, e.g. ``n="--max-runs"``.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        renamed = _rename(str(exc), names)
+        if renamed == str(exc):
+            raise
+        raise ValueError(renamed) from exc
+
+
+def naming_options(**names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate a command so that its ValueErrors name CLI options (see :func:`option_names`)."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            with option_names(**names):
+                command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def out_console(*, stderr: bool = False) -> Console:
+    """A rich console for results: the terminal's width on a terminal, otherwise wide enough that no table cell
+    (a setting, a confidence interval, a file path) is ever cut with "…" when the output is piped or redirected.
+
+    Args:
+        stderr: Write to standard error.
+    """
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=PIPE_WIDTH)
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -63,7 +197,8 @@ def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | Non
     table.add_row("  + random repetition", _fmt(report.repetition_epsilon))
     table.add_row("  + adaptivity log(C/c)", _fmt(report.adaptivity_epsilon))
     if report.charged_runs:
-        table.add_row(f"  + {report.charged_runs} lost attempt(s) charged", _fmt(report.charged_epsilon))
+        table.add_row(f"  + up to {report.charged_runs} lost attempt(s), charged up front",
+                      _fmt(report.charged_epsilon))
     search = report.search.describe()
     dist = search["runs"] + "".join(f", {k}={_fmt(search[k], 6)}" for k in ("theta", "gamma") if k in search)
     table.add_row("run count T", f"{dist}; E[T] = {_fmt(report.expected_runs)}")
@@ -73,6 +208,8 @@ def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | Non
         for name, eps in sorted(report.methods.items(), key=lambda kv: kv[1]):
             table.add_row(f"  ε by {name}", _fmt(eps) + ("  ← used (smallest valid bound)" if name == report.method
                                                           else ""))
+    if report.profile_skipped:
+        table.add_row("profile bounds", f"skipped ({report.profile_skipped}); RDP only")
     table.add_row("theorem", report.theorem)
     table.add_row("per-run mechanism", report.base_label)
     return table
@@ -82,7 +219,7 @@ def _emit(payload: dict[str, Any], table: Table, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
     else:
-        Console().print(table)
+        out_console().print(table)
 
 
 # Options shared by the training commands (tune, landscape build).

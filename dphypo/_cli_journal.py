@@ -7,10 +7,9 @@ import math
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from dphypo._cli_common import JsonOpt, _fmt, app
+from dphypo._cli_common import JsonOpt, _fmt, app, out_console
 
 
 @app.command("release")
@@ -37,8 +36,9 @@ def release_command(
     if as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
-    Console().print(_release_table(payload, journal))
-    Console().print("[dim]Only this release may be published; the journal file itself is curator-only.[/]")
+    console = out_console()
+    console.print(_release_table(payload, journal))
+    console.print("[dim]Only this release may be published; the journal file itself is curator-only.[/]")
 
 
 def _check_model_file(payload: dict[str, Any]) -> None:

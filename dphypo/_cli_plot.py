@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
-from dphypo._cli_common import GammaOpt, LowerOpt, MeanOpt, RunsOpt, ThetaOpt, UpperOpt, app
+from dphypo._cli_common import GammaOpt, LowerOpt, MeanOpt, RunsOpt, ThetaOpt, UpperOpt, app, option_names
 
 OutOpt = Annotated[str, typer.Option("--out", help="Output file: .png or .svg.")]
 LandscapeOpt = Annotated[
@@ -14,7 +16,33 @@ LandscapeOpt = Annotated[
 ]
 
 
+#: Per figure kind: library parameter names -> the plot options that set them (one-line errors name the option).
+_COMMON_NAMES = {"landscape": "--landscape", "path": "--out", "C": "--C", "c": "--c", "seed": "--seed"}
+_OPTION_NAMES: dict[str, dict[str, str]] = {
+    "landscape": _COMMON_NAMES,
+    "accuracy": {**_COMMON_NAMES, "Ts": "--T", "repeats": "--repeats", "strategy": "--strategy", "tau": "--tau",
+                 "beta": "--beta", "scale": "--scale", "workers": "--workers"},
+    "density": {**_COMMON_NAMES, "runs": "--fixed-T", "steps": "--step", "tau": "--tau", "beta": "--beta",
+                "scale": "--scale"},
+    "epsilon": {**_COMMON_NAMES, "sigma": "--sigma", "sample_rate": "--sample-rate", "steps": "--steps",
+                "runs": "--runs", "theta": "--theta", "gamma": "--gamma", "mean": "--mean", "delta": "--delta",
+                "bounds": "--bounds"},
+}
+
+
+def _naming_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Errors of ``plot KIND`` name the option the user typed (``--step``, not ``steps``)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        with option_names(**_OPTION_NAMES.get(kwargs.get("kind", ""), _COMMON_NAMES)):
+            command(*args, **kwargs)
+
+    return wrapper
+
+
 @app.command("plot")
+@_naming_options
 def plot_command(
     kind: Annotated[str, typer.Argument(help="landscape | accuracy | density | epsilon")],
     out: OutOpt,
@@ -71,15 +99,17 @@ def plot_command(
                                       scale=scale), runs=runs_fixed, C=C, c=c, seed=seed, steps=step or None)
     elif kind == "epsilon":
         from dphypo.privacy import dpsgd_rdp, make_run_count
+        from dphypo.privacy.profiles import dpsgd_profile_or_skip
 
         if sigma is None or sample_rate is None or steps is None:
             raise ValueError("plot epsilon needs --sigma, --sample-rate and --steps")
         if gamma is None and mean is None and runs != "negbin":
             mean = 20.0
         pairs = [_bound_pair(b) for b in (bounds or ["1:1", "1.25:0.8", "1.5:0.6667", "2:0.75"])]
+        # The same accounting as `dphypo account` (RDP and, for the uniform bar, the run's privacy profile).
         path = plots.plot_epsilon_breakdown_bounds(
             dpsgd_rdp(sigma, sample_rate, steps), make_run_count(runs, theta=theta, gamma=gamma, mean=mean), pairs,
-            delta, out,
+            delta, out, profile=dpsgd_profile_or_skip(sigma, sample_rate, steps),
         )
     else:
         raise ValueError(f"plot kind must be landscape, accuracy, density or epsilon, got {kind!r}")

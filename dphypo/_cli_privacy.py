@@ -9,22 +9,25 @@ import typer
 from dphypo._cli_common import (
     GammaOpt,
     JsonOpt,
-    LowerOpt,
     MaxRunsOpt,
     MeanOpt,
     RunsOpt,
+    SearchLowerOpt,
+    SearchUpperOpt,
     ThetaOpt,
-    UpperOpt,
     _emit,
     _report_table,
     _search,
     app,
+    naming_options,
 )
 from dphypo.privacy import account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp, pure_dp_rdp
-from dphypo.privacy.profiles import dpsgd_profile
+from dphypo.privacy.profiles import dpsgd_profile_or_skip
 
 
 @app.command("account")
+@naming_options(sigma="--sigma", sample_rate="--sample-rate", steps="--steps", epsilon="--pure-epsilon",
+                delta="--delta", adaptive_theorem="--adaptive-theorem")
 def account_command(
     runs: RunsOpt,
     sigma: Annotated[float | None, typer.Option("--sigma", help="DP-SGD noise multiplier σ > 0.")] = None,
@@ -39,13 +42,21 @@ def account_command(
     theta: ThetaOpt = None,
     gamma: GammaOpt = None,
     mean: MeanOpt = None,
-    C: UpperOpt = 1.0,
-    c: LowerOpt = 1.0,
+    C: SearchUpperOpt = None,
+    c: SearchLowerOpt = None,
     max_runs: MaxRunsOpt = None,
     delta: Annotated[
         float | None, typer.Option("--delta", help="δ ∈ (0,1) (default 1e-5; pure mode: 0 unless given).")
     ] = None,
     as_json: JsonOpt = False,
+    adaptive_theorem: Annotated[
+        str,
+        typer.Option(
+            "--adaptive-theorem",
+            help="Bound for C > c: A (default; proven, docs/proofs/adaptive.md), B (proven, numerical, tighter) or "
+            "published (DP-HyPO Theorem 1/2 as printed; proof has a known gap; implied by Theorem A).",
+        ),
+    ] = "A",
 ) -> None:
     """Total (ε, δ) of a private hyperparameter search, with its breakdown (the smallest valid bound)."""
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
@@ -53,9 +64,9 @@ def account_command(
         if any(v is not None for v in (sigma, sample_rate, steps)):
             raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps")
         report = (
-            account_pure(pure_epsilon, search)
+            account_pure(pure_epsilon, search, adaptive_theorem=adaptive_theorem)
             if delta is None
-            else account(pure_dp_rdp(pure_epsilon), search, delta)
+            else account(pure_dp_rdp(pure_epsilon), search, delta, adaptive_theorem=adaptive_theorem)
         )
     else:
         missing = [
@@ -66,13 +77,16 @@ def account_command(
         if missing:
             raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
         # The DP-SGD run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a
-        # uniform search; the report uses the smallest valid bound.
+        # uniform search; the report uses the smallest valid bound. A PLD over the size cap is skipped (RDP only,
+        # the report's profile_skipped says why) so that every input finishes in seconds.
         report = account(dpsgd_rdp(sigma, sample_rate, steps), search, 1e-5 if delta is None else delta,
-                         profile=dpsgd_profile(sigma, sample_rate, steps))
+                         profile=dpsgd_profile_or_skip(sigma, sample_rate, steps), adaptive_theorem=adaptive_theorem)
     _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
 
 
 @app.command("calibrate")
+@naming_options(epsilon="--epsilon", target_epsilon="--epsilon", sample_rate="--sample-rate", steps="--steps",
+                delta="--delta")
 def calibrate_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help="Target total ε of the search.")],
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q ∈ (0,1].")],
@@ -82,8 +96,8 @@ def calibrate_command(
     theta: ThetaOpt = None,
     gamma: GammaOpt = None,
     mean: MeanOpt = None,
-    C: UpperOpt = 1.0,
-    c: LowerOpt = 1.0,
+    C: SearchUpperOpt = None,
+    c: SearchLowerOpt = None,
     max_runs: MaxRunsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

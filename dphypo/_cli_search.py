@@ -16,6 +16,8 @@ from dphypo._cli_common import (
     ModelOpt,
     UpperOpt,
     app,
+    option_names,
+    out_console,
 )
 
 
@@ -40,9 +42,13 @@ def tune_command(
     delta: Annotated[float, typer.Option("--delta", help="δ of the guarantee.")] = 1e-5,
     epochs: Annotated[int, typer.Option("--epochs", help="Epochs per candidate run.")] = 10,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Expected (Poisson) batch size.")] = 64,
-    score_noise: Annotated[
-        float, typer.Option("--score-noise", help="Std of the noise on each validation accuracy (0 = public val).")
+    score_noise_accuracy: Annotated[
+        float,
+        typer.Option("--score-noise-accuracy", help="Std of the Gaussian noise on each run's validation accuracy "
+                     "(0 = public validation data); dphypo.tune's score_noise is the same noise in counts "
+                     "(this × n_val)."),
     ] = 0.02,
+    score_noise: Annotated[float | None, typer.Option("--score-noise", hidden=True)] = None,
     seed: Annotated[
         int | None,
         typer.Option("--seed", help="Secret seed of the whole search (default: fresh OS entropy). Anyone who knows "
@@ -103,36 +109,48 @@ def landscape_command(
     model: ModelOpt = None,
     lr_grid: LrGridOpt = None,
     clip_grid: ClipGridOpt = None,
-    sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run.")] = 1.0,
-    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run.")] = 10,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size.")] = 64,
-    seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point.")] = 5,
+    sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run, > 0.")] = 1.0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run, ≥ 1.")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size, ≥ 1.")] = 64,
+    seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point, ≥ 1.")] = 5,
     score_noise: Annotated[
         float, typer.Option("--score-noise", help="Std of the private score's noise, folded into std.")
     ] = 0.0,
-    workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
-    out: Annotated[str, typer.Option("--out", help="Output .npz (resumes from <out>.partial.jsonl).")] = "",
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Processes, ≥ 1 (default: all cores; 1: in this process).")
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", help="Output file, must end in .npz (resumes from <out>.partial.jsonl).")
+    ] = "",
 ) -> None:
     """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
-    from dphypo.train import default_model
-    from dphypo.train.build import BuildSpec, build_landscape, paper_grid, parse_grid
+    from dphypo.train.build import BuildSpec, build_landscape, check_build, paper_grid, parse_grid
+    from dphypo.train.models import default_model
 
     if action != "build":
         raise ValueError(f"landscape action must be 'build', got {action!r}")
     if not out:
         raise ValueError("--out is required (e.g. landscapes/digits.npz)")
-    default_lr, default_clip = paper_grid()
-    spec = BuildSpec(
-        dataset=dataset, model=model or default_model(dataset),
-        lr_grid=parse_grid(lr_grid) if lr_grid else default_lr,
-        clip_grid=parse_grid(clip_grid) if clip_grid else default_clip,
-        sigma=sigma, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise, data_dir=data_dir,
-    )
-    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task(f"building {out}", total=spec.shape[0] * spec.shape[1] * seeds)
-        landscape = build_landscape(spec, out, workers=workers,
-                                    progress=lambda done, total: bar.update(task, completed=done))
+    # Every option, the output path and the data files are checked before anything is written or trained.
+    with option_names(
+        dataset="--dataset", dataset_name="--dataset", model="--model", sigma="--sigma", epochs="--epochs",
+        batch_size="--batch-size", seeds="--seeds", score_noise="--score-noise", lr_grid="--lr-grid",
+        clip_grid="--clip-grid", workers="--workers", out="--out",
+    ):
+        default_lr, default_clip = paper_grid()
+        spec = BuildSpec(
+            dataset=dataset, model=model or default_model(dataset),
+            lr_grid=parse_grid(lr_grid, "--lr-grid") if lr_grid is not None else default_lr,
+            clip_grid=parse_grid(clip_grid, "--clip-grid") if clip_grid is not None else default_clip,
+            sigma=sigma, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
+            data_dir=data_dir,
+        )
+        check_build(spec, out, workers=workers)
+        columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=out_console(stderr=True)) as bar:
+            task = bar.add_task(f"building {out}", total=spec.shape[0] * spec.shape[1] * seeds)
+            landscape = build_landscape(spec, out, workers=workers,
+                                        progress=lambda done, total: bar.update(task, completed=done))
     typer.echo(f"wrote {out}: best mean {landscape.best_value:.4f} at {landscape.space.params(landscape.best_index)}")

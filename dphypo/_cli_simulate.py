@@ -6,12 +6,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from dphypo._cli_common import JsonOpt, LowerOpt, UpperOpt, _emit, app
+from dphypo._cli_common import JsonOpt, LowerOpt, UpperOpt, _emit, app, option_names, out_console
 
 SWEEPS = ("table1", "table2")
+
+#: Library parameter names -> the simulate options that set them (for one-line errors naming the option).
+OPTION_NAMES = {
+    "landscape": "--landscape", "strategy": "--strategy", "repeats": "--repeats", "C": "--C", "c": "--c",
+    "tau": "--tau", "beta": "--beta", "scale": "--scale", "runs": "--runs", "theta": "--theta", "gamma": "--gamma",
+    "mean": "--mean", "bounds": "--bounds", "gp-repeats": "--gp-repeats", "sweep": "--sweep", "engine": "--engine",
+    "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
+    "fixed T": "--fixed-T",
+}
 
 
 def _strategy(name: str, tau: float, beta: float, scale: str):
@@ -165,9 +173,28 @@ def simulate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."""
+    with option_names(**OPTION_NAMES):
+        _simulate(**locals())
+
+
+def _simulate(
+    landscape, strategy, gp_landscape, fixed_T, runs, theta, gamma, mean, sweep, bounds, repeats, gp_repeats, C, c,
+    tau, beta, scale, delta, seed, workers, engine, batch, executor, address, table, table_out, as_json,
+) -> None:
+    """The body of ``dphypo simulate``: every option is checked before the first simulated search."""
     from dphypo.executors import make_executor
+    from dphypo.landscapes import resolve_landscape
     from dphypo.studies import ArmSpec, StudyConfig, run_study, table_csv, table_markdown
 
+    if not (isinstance(seed, int) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if gp_landscape is not None and all(name == "uniform" for name in strategy):
+        raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
+    for spec in (landscape, gp_landscape):
+        if spec is not None:
+            resolve_landscape(spec)  # a missing or unreadable file fails now, not after the simulations
+    if table_out is not None:  # the output directory must exist (or be creatable) before any simulation runs
+        Path(table_out).parent.mkdir(parents=True, exist_ok=True)
     arms = []
     for name in strategy:
         spec = _strategy(name, tau, beta, scale)
@@ -221,9 +248,9 @@ def simulate_command(
     if as_json:
         _emit(payload, Table(), True)
     elif table or table_out is not None:
-        Console().print(_grid_table(result))
+        out_console().print(_grid_table(result))
     else:
-        Console().print(_long_table(result, landscape))
+        out_console().print(_long_table(result, landscape))
 
 
 def _direction(spec: str) -> str:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dphypo._cli_common import _report_table
+from dphypo._cli_common import _report_table, out_console
 
 #: Total ε of the default search.
 DEFAULT_EPSILON = 8.0
@@ -46,8 +46,8 @@ def run_tune(**opts: Any) -> None:
     if not (math.isfinite(noise) and noise >= 0):
         raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {noise!r}")
     default_lr, default_clip = paper_grid()
-    lrs = parse_grid(o["lr_grid"]) if o["lr_grid"] else default_lr
-    clips = parse_grid(o["clip_grid"]) if o["clip_grid"] else default_clip
+    lrs = parse_grid(o["lr_grid"], "--lr-grid") if o["lr_grid"] is not None else default_lr
+    clips = parse_grid(o["clip_grid"], "--clip-grid") if o["clip_grid"] is not None else default_clip
     space = SearchSpace({"lr": Grid(lrs, scale="log"), "clip": Grid(clips, scale="linear")})
 
     splits = load_dataset(o["dataset"], data_dir=o["data_dir"])
@@ -111,7 +111,7 @@ def run_tune(**opts: Any) -> None:
     if o["as_json"]:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
-    out = Console()
+    out = out_console()
     extra = {
         "dataset / model": f"{o['dataset']} / {model}",
         "strategy": o["strategy"] + ("" if o["strategy"] == "uniform" else f" (τ={o['tau']:g}, β={o['beta']:g})"),

@@ -208,8 +208,17 @@ def tune(
         return DPSGDPlan(sigma=s, batch_size=batch_size, epochs=epochs, n_train=n_train, score_noise=score_noise,
                          n_val=n_val, secure_mode=secure_mode)
 
+    def run_profile(s: float) -> Any:
+        """The per-run PLD, or a ProfileSkipped the accountant reports when it would exceed its size cap."""
+        from dphypo.privacy.profiles import ProfileSkipped, ProfileTooLargeError
+
+        try:
+            return plan_for(s).profile(PROFILE_DISCRETIZATION)
+        except ProfileTooLargeError as exc:
+            return ProfileSkipped(str(exc))
+
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
-    profile_for = None if search.adaptive else (lambda s: plan_for(s).profile(PROFILE_DISCRETIZATION))
+    profile_for = None if search.adaptive else run_profile
     if journal is not None:  # a changed resume is refused before σ is calibrated (the σ-dependent fields later)
         provisional = plan_for(1.0 if sigma is None else sigma)
         Tuner(train_fn, space, PrivacyConfig(search, provisional.rdp(), delta, max_lost=max_lost), strategy=chosen,

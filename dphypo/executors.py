@@ -26,6 +26,10 @@ import math
 import multiprocessing
 import os
 import pickle
+import socket
+import subprocess
+import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -39,6 +43,7 @@ __all__ = [
     "RayExecutor",
     "SequentialExecutor",
     "WorkerLost",
+    "check_ray_address",
     "executor_scope",
     "make_executor",
     "visible_gpus",
@@ -52,6 +57,10 @@ EXECUTORS: tuple[str, ...] = ("sequential", "process", "ray")
 
 #: Object-store size of a Ray instance this module starts (Ray's default took 7.5 GB on a 24 GB machine).
 RAY_OBJECT_STORE_BYTES = 256 * 1024**2
+
+#: Seconds to wait for a Ray cluster at ``address`` to answer before giving up (Ray itself retries for minutes
+#: without a word); ``$DPHYPO_RAY_CONNECT_TIMEOUT`` overrides it.
+RAY_CONNECT_TIMEOUT = 30.0
 
 
 class WorkerLost(RuntimeError):
@@ -343,6 +352,146 @@ def _ray_lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
 
 
+def ray_connect_timeout(timeout: float | None = None) -> float:
+    """The connect timeout: ``timeout``, else ``$DPHYPO_RAY_CONNECT_TIMEOUT``, else :data:`RAY_CONNECT_TIMEOUT`."""
+    if timeout is None:
+        text = os.environ.get("DPHYPO_RAY_CONNECT_TIMEOUT")
+        if text is None:
+            return RAY_CONNECT_TIMEOUT
+        try:
+            timeout = float(text)
+        except ValueError:
+            raise ValueError(f"$DPHYPO_RAY_CONNECT_TIMEOUT must be a number of seconds, got {text!r}") from None
+    if not (isinstance(timeout, int | float) and not isinstance(timeout, bool) and 0 < timeout < math.inf):
+        raise ValueError(f"connect_timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _ray_endpoint(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a Ray address (``host:port`` or ``ray://host:port``); None for ``auto``/``local``."""
+    text = address.strip()
+    if text in ("auto", "local", ""):
+        return None
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    rest = rest.split("/", 1)[0]
+    host, colon, port = rest.rpartition(":")
+    if not colon:
+        host, port = rest, ("10001" if scheme == "ray" else "6379")  # Ray's default client / GCS ports
+    host = host.strip("[]")
+    if not host or not port.isdigit():
+        raise ValueError(f"address must look like host:port or ray://host:port, got {address!r}")
+    return host, int(port)
+
+
+def check_ray_address(address: str, timeout: float | None = None) -> None:
+    """Fail fast unless a Ray cluster answers at ``address`` within ``timeout`` seconds.
+
+    ``ray.init(address=...)`` on an unreachable address retries for minutes (up to 40 s per attempt, a warning a
+    second); this turns that into one error after at most about ``timeout`` seconds. First a TCP connection (a
+    refused or blackholed address fails here), then, if something listens, one ``ray.init`` in a child process
+    that is killed at the deadline (only Ray can tell a Ray cluster from another server).
+
+    Args:
+        address: ``host:port``, ``ray://host:port``, or ``auto``/``local`` (not checked).
+        timeout: Seconds (default :func:`ray_connect_timeout`).
+
+    Raises:
+        ConnectionError: Nothing answered at the address in time.
+        ValueError: A malformed address or timeout.
+    """
+    timeout = ray_connect_timeout(timeout)
+    endpoint = _ray_endpoint(address)
+    if endpoint is None:
+        return
+
+    def unreachable(reason: str, error: BaseException | None = None) -> ConnectionError:
+        failure = ConnectionError(
+            f"cannot reach a Ray cluster at address {address!r} within {timeout:g} s ({reason}); check the address "
+            "or start one with `ray start --head` (wait longer: $DPHYPO_RAY_CONNECT_TIMEOUT)"
+        )
+        failure.__cause__ = error
+        return failure
+
+    start = time.monotonic()
+    try:
+        with socket.create_connection(endpoint, timeout=timeout):
+            pass
+    except OSError as error:
+        reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error) or "failed")
+        raise unreachable(reason, error) from error
+    # Something answers TCP; whether it is a Ray cluster only Ray can tell, and in-process Ray would wait up to
+    # 40 s per attempt. Ask it in a child process that is killed at the deadline.
+    remaining = max(1.0, timeout - (time.monotonic() - start))
+    code = (
+        "import sys, ray; ray.init(address=sys.argv[1], include_dashboard=False, logging_level='ERROR'); "
+        "ray.shutdown()"
+    )
+    env = {**os.environ, "RAY_gcs_server_port_wait_time_s": str(max(1, math.ceil(remaining)))}
+    try:
+        probe = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True,
+                               timeout=remaining, env=env, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise unreachable("no answer from Ray", error) from None
+    if probe.returncode != 0:
+        lines = [line.strip() for line in probe.stderr.splitlines() if line.strip() and not line.startswith("[")]
+        raise unreachable(lines[-1] if lines else f"probe exited with status {probe.returncode}")
+
+
+@contextlib.contextmanager
+def _ray_connect_budget(timeout: float | None) -> Iterator[None]:
+    """Bound Ray's own wait for an existing cluster's GCS (about one attempt per second, 20 by default and up to
+    120) by ``timeout`` seconds while ``ray.init`` runs, unless ``$RAY_gcs_server_port_wait_time_s`` is set."""
+    name = "RAY_gcs_server_port_wait_time_s"
+    if timeout is None or name in os.environ:
+        yield
+        return
+    os.environ[name] = str(max(1, math.ceil(timeout)))
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+class _HeldOutput:
+    """What a :func:`_held_stderr` block wrote; shown afterwards unless discarded."""
+
+    def __init__(self) -> None:
+        self.show = True
+
+    def discard(self) -> None:
+        self.show = False
+
+
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[_HeldOutput]:
+    """Hold back everything written to file descriptor 2 (Python and Ray's C++ logging) inside the block, then
+    write it out, unless the block called ``discard()`` (e.g. before raising its own one-line error)."""
+    import tempfile
+
+    held = _HeldOutput()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to hold
+        yield held
+        return
+    with tempfile.TemporaryFile() as buffer:
+        sys.stderr.flush()
+        os.dup2(buffer.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if held.show:
+                buffer.seek(0)
+                text = buffer.read()
+                if text:
+                    os.write(2, text)
+
+
 class RayExecutor(_ExecutorBase):
     """Ray tasks on a local or remote cluster, at most ``workers`` in flight.
 
@@ -362,6 +511,8 @@ class RayExecutor(_ExecutorBase):
         num_gpus: GPUs each task reserves, ≥ 0 (default 1 if the cluster has GPUs, else 0); Ray sets the
             task's ``CUDA_VISIBLE_DEVICES``.
         init_kwargs: Extra keyword arguments for ``ray.init`` (they override the defaults above).
+        connect_timeout: Seconds to wait for the cluster at ``address`` to answer before raising
+            :class:`ConnectionError` (default ``$DPHYPO_RAY_CONNECT_TIMEOUT`` or 30).
     """
 
     def __init__(
@@ -372,8 +523,10 @@ class RayExecutor(_ExecutorBase):
         num_cpus: float = 1,
         num_gpus: float | None = None,
         init_kwargs: Mapping[str, Any] | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         _check_workers(workers)
+        timeout = ray_connect_timeout(connect_timeout)
         if not (isinstance(num_cpus, int | float) and math.isfinite(num_cpus) and num_cpus > 0):
             raise ValueError(f"num_cpus must be a positive number, got {num_cpus!r}")
         if num_gpus is not None and not (isinstance(num_gpus, int | float) and 0 <= num_gpus < math.inf):
@@ -387,7 +540,19 @@ class RayExecutor(_ExecutorBase):
                 options["num_cpus"] = None if workers is None else math.ceil(workers * num_cpus)
                 options["object_store_memory"] = RAY_OBJECT_STORE_BYTES
             options.update(init_kwargs or {})
-            ray.init(address=address, **options)
+            if address is None:
+                ray.init(address=address, **options)
+            else:
+                check_ray_address(address, timeout)
+                with _ray_connect_budget(timeout), _held_stderr() as held:
+                    try:
+                        ray.init(address=address, **options)
+                    except ConnectionError as error:  # Ray's retries printed one warning a second: drop them
+                        held.discard()
+                        raise ConnectionError(
+                            f"cannot connect to a Ray cluster at address {address!r} within {timeout:g} s ({error}); "
+                            "check the address (wait longer: $DPHYPO_RAY_CONNECT_TIMEOUT)"
+                        ) from error
             self._started = True
         resources = ray.cluster_resources()
         self.workers = workers or max(1, int(resources.get("CPU", 1) // num_cpus))
@@ -454,6 +619,7 @@ def make_executor(
     workers: int | None = None,
     address: str | None = None,
     num_gpus: float | None = None,
+    connect_timeout: float | None = None,
 ) -> Executor:
     """An executor by name.
 
@@ -464,6 +630,8 @@ def make_executor(
         address: Ray cluster address (``"ray"`` only; ``None`` starts a local instance).
         num_gpus: ``"ray"``: GPUs per task (default 1 if the cluster has GPUs); ``"process"``: only 0 (hand out
             no GPU; by default each worker gets one of :func:`visible_gpus`).
+        connect_timeout: ``"ray"`` with an ``address``: seconds to wait for the cluster to answer (default
+            ``$DPHYPO_RAY_CONNECT_TIMEOUT`` or 30), then :class:`ConnectionError`.
 
     Returns:
         The executor (the caller closes it, or uses it as a context manager).
@@ -478,7 +646,7 @@ def make_executor(
     if address is not None and name != "ray":
         raise ValueError(f"address is for the ray executor only, got address={address!r} with {name!r}")
     if name == "ray":
-        return RayExecutor(workers, address=address, num_gpus=num_gpus)
+        return RayExecutor(workers, address=address, num_gpus=num_gpus, connect_timeout=connect_timeout)
     if name == "process":
         if num_gpus not in (None, 0):
             raise ValueError(f"num_gpus must be None or 0 for the process executor, got {num_gpus!r}")

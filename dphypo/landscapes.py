@@ -24,6 +24,7 @@ import json
 import os
 import re
 import tempfile
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -375,7 +376,9 @@ def load_landscape(path: str | os.PathLike[str]) -> Landscape:
     path = Path(path)
     try:
         archive = np.load(path, allow_pickle=False)
-    except ValueError as err:
+    except EOFError:  # numpy on an empty file; click would report an EOFError as a Ctrl-C ("aborted")
+        raise ValueError(f"landscape file {str(path)!r} is empty (or truncated); rebuild or re-copy it") from None
+    except (ValueError, zipfile.BadZipFile) as err:
         raise ValueError(f"landscape file {str(path)!r} is not a readable .npz archive ({err})") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValueError(f"landscape file {str(path)!r} must be an .npz archive, got a single .npy array")

@@ -21,6 +21,7 @@ Pure numpy; no torch.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -31,7 +32,18 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
-__all__ = ["MAX_GRID_SIZE", "Axis", "Choice", "Float", "Grid", "Int", "LogFloat", "PriorSpec", "SearchSpace"]
+__all__ = [
+    "MAX_GRID_SIZE",
+    "Axis",
+    "Choice",
+    "Float",
+    "Grid",
+    "Int",
+    "LogFloat",
+    "PriorSpec",
+    "SearchSpace",
+    "clean_values",
+]
 
 #: Largest grid a SearchSpace accepts; densities are dense float64 vectors over the grid.
 MAX_GRID_SIZE = 10_000_000
@@ -40,6 +52,31 @@ MAX_GRID_SIZE = 10_000_000
 INDEX_RTOL = 1e-9
 
 Scale: TypeAlias = Literal["linear", "log", "categorical"]
+
+
+#: Significant digits kept by :func:`clean_values` (float64 carries ~15.9; 12 drops only round-off).
+CLEAN_DIGITS = 12
+
+
+def clean_values(values: Sequence[float] | np.ndarray) -> tuple[float, ...]:
+    """Computed grid values as a person would write them: each rounded to 12 significant digits.
+
+    ``numpy.linspace(0.3, 6, 20)`` holds ``2.0999999999999996`` where the grid means ``2.1``; released
+    hyperparameters should print as the grid defines them. Rounding moves a value by at most 5e-13 of itself,
+    far below any meaningful hyperparameter difference; if it would merge two values (a grid finer than that),
+    the values are returned unrounded.
+
+    Args:
+        values: Finite numbers, strictly increasing.
+
+    Returns:
+        The rounded values as python floats.
+    """
+    raw = tuple(float(v) for v in values)
+    clean = tuple(float(f"{v:.{CLEAN_DIGITS}g}") for v in raw)
+    if any(b <= a for a, b in itertools.pairwise(clean)):
+        return raw
+    return clean
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
@@ -161,7 +198,8 @@ class _Range(_NumericAxis):
 
 @dataclass(frozen=True)
 class LogFloat(_Range):
-    """``num`` log-spaced floats from ``low`` > 0 to ``high`` > ``low`` inclusive (``numpy.geomspace``)."""
+    """``num`` log-spaced floats from ``low`` > 0 to ``high`` > ``low`` inclusive (``numpy.geomspace``), interior
+    values rounded to 12 significant digits (:func:`clean_values`), the endpoints exactly as given."""
 
     @property
     def scale(self) -> Scale:  # type: ignore[override]
@@ -169,14 +207,15 @@ class LogFloat(_Range):
 
     @cached_property
     def values(self) -> tuple[float, ...]:  # type: ignore[override]
-        vals = np.geomspace(float(self.low), float(self.high), int(self.num))
-        vals[0], vals[-1] = self.low, self.high  # exact endpoints
-        return tuple(float(v) for v in vals)
+        vals = list(clean_values(np.geomspace(float(self.low), float(self.high), int(self.num))))
+        vals[0], vals[-1] = float(self.low), float(self.high)  # exact endpoints
+        return tuple(vals)
 
 
 @dataclass(frozen=True)
 class Float(_Range):
-    """``num`` >= 2 evenly spaced floats from ``low`` to ``high`` > ``low`` inclusive (``numpy.linspace``)."""
+    """``num`` >= 2 evenly spaced floats from ``low`` to ``high`` > ``low`` inclusive (``numpy.linspace``), rounded
+    to 12 significant digits (:func:`clean_values`: ``Float(0.3, 6, 20)`` holds 2.1, not 2.0999999999999996)."""
 
     @property
     def scale(self) -> Scale:  # type: ignore[override]
@@ -184,7 +223,9 @@ class Float(_Range):
 
     @cached_property
     def values(self) -> tuple[float, ...]:  # type: ignore[override]
-        return tuple(float(v) for v in np.linspace(float(self.low), float(self.high), int(self.num)))
+        vals = list(clean_values(np.linspace(float(self.low), float(self.high), int(self.num))))
+        vals[0], vals[-1] = float(self.low), float(self.high)  # exact endpoints
+        return tuple(vals)
 
 
 @dataclass(frozen=True)

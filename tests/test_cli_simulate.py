@@ -107,7 +107,7 @@ def test_grid_table_and_skipped_rows(capsys) -> None:
         ("--sweep table1 --gamma 0.1", "sweep table1 sets"),
         ("--sweep table3 --runs geometric --gamma 0.1", "sweep must be"),
         ("--runs geometric --gamma 0.1 --bounds 2", "bounds must look like"),
-        ("--fixed-T 3..1", "fixed T"),
+        ("--fixed-T 3..1", "--fixed-T values"),
         ("--fixed-T 3 --bounds 2:0.75 --bounds 1.5:0.6", "one pair of bounds"),
         ("--runs geometric --gamma 0.1 --gp-repeats 0.1", "gp-repeats must look like"),
         ("--runs poisson --mean 5", "Poisson"),

@@ -163,3 +163,15 @@ def test_unusable_output_paths_fail_before_any_data(tmp_path, capsys) -> None:
     assert "--out must be a directory" in capsys.readouterr().err
     assert run([*TINY, "--out", str(tmp_path / "o"), "--journal", str(tmp_path)]) == 2
     assert "--journal must be a file" in capsys.readouterr().err
+
+
+def test_an_empty_grid_is_refused_naming_the_option(tmp_path, capsys) -> None:
+    assert run([*TINY, "--out", str(tmp_path), "--lr-grid", ""]) == 2
+    assert "--lr-grid" in capsys.readouterr().err
+
+
+def test_piped_release_tables_are_not_cut(tmp_path, capsys) -> None:
+    out = tmp_path / ("a-long-directory-name-" * 4)
+    assert run([*TINY, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert str(out / "released_model.pt") in text and "…" not in text

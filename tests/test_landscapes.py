@@ -451,3 +451,15 @@ def test_landscape_pickles_after_its_space_was_built() -> None:
 
 def test_repr_is_short() -> None:
     assert repr(smooth_landscape()) == "Landscape(lr[16, log] x clip[20, linear], maximize, best=0.95)"
+
+
+def test_load_rejects_empty_and_truncated_files(tmp_path: Path) -> None:
+    # issue #12: numpy raises EOFError on an empty file, which the CLI (click) reported as Ctrl-C ("aborted").
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="is empty"):
+        load_landscape(empty)
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(b"PK\x03\x04" + b"\0" * 10)  # a zip header and nothing else
+    with pytest.raises(ValueError, match=r"is not a readable \.npz archive"):
+        load_landscape(cut)

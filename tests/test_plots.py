@@ -15,6 +15,7 @@ from dphypo.plots import (
     accuracy_vs_T_info,
     density_snapshots_info,
     epsilon_breakdown_info,
+    epsilon_breakdown_reports,
     landscape_info,
     plot_accuracy_vs_T,
     plot_accuracy_vs_T_json,
@@ -28,7 +29,16 @@ from dphypo.plots import (
     save_figure,
 )
 from dphypo.plots._common import GridAxis, tick_label
-from dphypo.privacy import PrivacyReport, SearchPrivacy, account, gaussian_rdp, geometric, pure_dp_rdp
+from dphypo.privacy import (
+    PrivacyReport,
+    SearchPrivacy,
+    account,
+    dpsgd_rdp,
+    gaussian_rdp,
+    geometric,
+    pure_dp_rdp,
+)
+from dphypo.privacy.profiles import dpsgd_profile_or_skip
 from dphypo.simulate import ArmResult, mean_ci95
 from dphypo.space import Choice, Grid, SearchSpace
 from dphypo.strategies import Uniform
@@ -298,6 +308,29 @@ def test_plot_epsilon_breakdown_stacks_to_the_totals(tmp_path) -> None:
         tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
     assert [tops[k] for k in sorted(tops)] == pytest.approx([r.epsilon for _, r in reports])
     _check_saved(fig, tmp_path, "epsilon")
+
+
+def test_epsilon_plot_shows_what_account_reports_and_names_the_method(capsys) -> None:
+    # Issue #12 item 7: the uniform bar used RDP only (2.99) where `dphypo account` reported the profile bound
+    # (2.395). Now every bar is the report of `account` with the run's profile, labelled with its method.
+    sigma, q, steps = 1.0, 0.01, 500
+    args = ["--sigma", "1", "--sample-rate", "0.01", "--steps", "500", "--runs", "geometric", "--gamma", "0.05"]
+    assert run(["account", *args, "--C", "1", "--c", "1", "--delta", "1e-5", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    base, profile = dpsgd_rdp(sigma, q, steps), dpsgd_profile_or_skip(sigma, q, steps)
+    reports = epsilon_breakdown_reports(base, geometric(0.05), [(1, 1), (2, 0.75)], 1e-5, profile=profile)
+    uniform = reports[0][1]
+    assert uniform.epsilon == pytest.approx(cli["epsilon"], rel=1e-12)
+    assert uniform.method == cli["method"] and uniform.method.startswith("profile-")
+    rdp_only = epsilon_breakdown_reports(base, geometric(0.05), [(1, 1)], 1e-5)[0][1]
+    assert rdp_only.epsilon > uniform.epsilon + 0.1  # the old plot's bar: visibly different
+    # One convention for "one run" in every bar: min(RDP, profile) of the run.
+    assert reports[1][1].base_epsilon == uniform.base_epsilon == pytest.approx(cli["base_epsilon"], rel=1e-12)
+    info = epsilon_breakdown_info(reports)
+    assert info.methods == tuple(r.method for _, r in reports)
+    texts = [t.get_text() for t in plot_epsilon_breakdown(reports).axes[0].texts]
+    for (_, report), text in zip(reports, texts, strict=True):
+        assert text == f"{report.epsilon:.3g}\n{report.method}"
 
 
 # --- subcommand bodies --------------------------------------------------------------------------------------

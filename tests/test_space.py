@@ -21,8 +21,9 @@ def mnist_space(prior: object = None) -> SearchSpace:
 def test_mnist_axes_match_the_paper() -> None:
     space = mnist_space()
     lr = np.array(space.axes["lr"].values)
-    np.testing.assert_allclose(lr, 1e-4 * 10.0 ** (np.arange(16) / 3), rtol=1e-13)
-    np.testing.assert_allclose(space.axes["clip"].values, 0.3 * np.arange(1, 21), rtol=1e-13)
+    # 12 significant digits (clean_values)
+    np.testing.assert_allclose(lr, 1e-4 * 10.0 ** (np.arange(16) / 3), rtol=1e-12)
+    np.testing.assert_allclose(space.axes["clip"].values, 0.3 * np.arange(1, 21), rtol=1e-12)
     assert (lr[0], lr[-1]) == (1e-4, 10.0)
     assert space.shape == (16, 20) and space.size == 320 and space.ndim == 2
     assert space.names == ("lr", "clip")
@@ -165,7 +166,7 @@ def test_unit_coordinates_endpoints_and_log_spacing() -> None:
     assert u.shape == (320, 2) and u.dtype == np.float64
     assert u[0].tolist() == [0.0, 0.0] and u[-1].tolist() == [1.0, 1.0]
     lr_units = u[::20, 0]  # lr varies slowest: every 20th point steps lr
-    np.testing.assert_allclose(np.diff(lr_units), 1 / 15, rtol=1e-12)  # log-spaced -> even in log space
+    np.testing.assert_allclose(np.diff(lr_units), 1 / 15, rtol=1e-11)  # log-spaced -> even in log space (12 digits)
     np.testing.assert_allclose(u[:20, 1], np.arange(20) / 19, rtol=1e-12, atol=1e-15)
     assert space.unit_coordinates is u  # cached
 
@@ -282,3 +283,19 @@ def test_search_space_pickles_by_construction() -> None:
     clone = pickle.loads(pickle.dumps(space))
     assert clone == space and clone.params(5) == space.params(5)
     np.testing.assert_array_equal(clone.prior, space.prior)
+
+
+def test_computed_grid_values_print_as_the_grid_defines_them() -> None:
+    # issue #12: a released clipping norm printed as 2.0999999999999996 (numpy.linspace round-off).
+    from dphypo.space import clean_values
+
+    clip = Float(0.3, 6.0, 20).values
+    assert clip[6] == 2.1 and repr(clip[6]) == "2.1"
+    assert all(len(repr(v)) <= 5 for v in clip)  # 0.3, 0.6, ..., 6.0 exactly as typed
+    lr = LogFloat(1e-4, 10.0, 16).values
+    assert lr[3] == 0.001 and lr[6] == 0.01 and repr(lr[1]) == "0.000215443469003"
+    assert (lr[0], lr[-1]) == (1e-4, 10.0)
+    assert clean_values([0.1 + 0.2, 1.0]) == (0.3, 1.0)
+    # Values closer than the rounding are left alone rather than merged.
+    tight = (1.0, 1.0 + 1e-14, 1.0 + 2e-14)
+    assert clean_values(tight) == tight

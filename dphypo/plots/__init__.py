@@ -20,6 +20,7 @@ from dphypo.plots._accuracy import (
     plot_accuracy_vs_T,
 )
 from dphypo.plots._commands import (
+    epsilon_breakdown_reports,
     plot_accuracy_vs_T_json,
     plot_accuracy_vs_T_simulated,
     plot_density_run,
@@ -49,6 +50,7 @@ __all__ = [
     "accuracy_vs_T_info",
     "density_snapshots_info",
     "epsilon_breakdown_info",
+    "epsilon_breakdown_reports",
     "landscape_info",
     "plot_accuracy_vs_T",
     "plot_accuracy_vs_T_json",

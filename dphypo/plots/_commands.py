@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,10 +18,11 @@ from dphypo.plots._common import save_figure
 from dphypo.plots._density import plot_density_snapshots
 from dphypo.plots._epsilon import plot_epsilon_breakdown
 from dphypo.plots._landscape import plot_landscape
-from dphypo.privacy import RdpCurve, RunCountDistribution, SearchPrivacy, account
+from dphypo.privacy import PrivacyReport, RdpCurve, RunCountDistribution, SearchPrivacy, account
 from dphypo.strategies import Strategy
 
 __all__ = [
+    "epsilon_breakdown_reports",
     "plot_accuracy_vs_T_json",
     "plot_accuracy_vs_T_simulated",
     "plot_density_run",
@@ -208,14 +210,50 @@ def bounds_label(C: float, c: float) -> str:
     return "uniform" if C == c == 1 else f"C={C:.3g}\nc={c:.3g}"
 
 
+def epsilon_breakdown_reports(
+    base: RdpCurve,
+    run_count: RunCountDistribution,
+    bounds: Sequence[tuple[float, float]],
+    delta: float,
+    *,
+    profile: Any = None,
+) -> list[tuple[str, PrivacyReport]]:
+    """The accounting behind ``dphypo plot epsilon``: one :func:`~dphypo.privacy.account` report per (C, c).
+
+    Each bar is exactly what ``dphypo account`` reports for that search: the minimum over every valid bound
+    (with ``profile``, the privacy-profile bounds of a uniform search too) and, for every bar, ε of one run =
+    min(RDP, profile) of that run, so the "one run" segment is the same in every bar.
+
+    Args:
+        base: Per-run RDP curve.
+        run_count: Distribution of T.
+        bounds: ``(C, c)`` per bar.
+        delta: δ ∈ (0, 1) of every bar.
+        profile: Privacy profile of one run (e.g. :func:`~dphypo.privacy.profiles.dpsgd_profile_or_skip`), or
+            ``None`` for RDP only.
+
+    Returns:
+        ``(bar label, report)`` pairs.
+    """
+    if not bounds:
+        raise ValueError("bounds must hold at least one (C, c) pair, got none")
+    return [(bounds_label(C, c), account(base, SearchPrivacy(run_count, C, c), delta, profile=profile))
+            for C, c in bounds]
+
+
 def plot_epsilon_breakdown_bounds(
     base: RdpCurve,
     run_count: RunCountDistribution,
     bounds: Sequence[tuple[float, float]],
     delta: float,
     out: PathLike,
+    *,
+    profile: Any = None,
 ) -> Path:
     """``dphypo plot epsilon``: total-ε breakdown for one base mechanism and T, at several (C, c).
+
+    Every bar is the bound ``dphypo account`` reports (:func:`epsilon_breakdown_reports`), labelled with the
+    method that gave it.
 
     Args:
         base: Per-run RDP curve (e.g. ``dpsgd_rdp(σ, q, steps)``).
@@ -223,11 +261,10 @@ def plot_epsilon_breakdown_bounds(
         bounds: ``(C, c)`` per bar, e.g. ``[(1, 1), (1.25, 0.8), (1.33, 0.75), (1.5, 2/3), (2, 0.75)]``.
         delta: δ ∈ (0, 1) of every bar.
         out: Output ``.png`` or ``.svg``.
+        profile: Privacy profile of one run (the same mechanism as ``base``), as ``dphypo account`` builds it.
 
     Returns:
         The path written.
     """
-    if not bounds:
-        raise ValueError("bounds must hold at least one (C, c) pair, got none")
-    reports = [(bounds_label(C, c), account(base, SearchPrivacy(run_count, C, c), delta)) for C, c in bounds]
+    reports = epsilon_breakdown_reports(base, run_count, bounds, delta, profile=profile)
     return save_figure(plot_epsilon_breakdown(reports), out)

@@ -1,4 +1,8 @@
-"""Stacked bars of a search's total ε: one run, + random repetition, + adaptivity (per configuration)."""
+"""Stacked bars of a search's total ε: one run, + random repetition, + adaptivity (per configuration).
+
+Each total is the report's ε, i.e. the smallest valid bound that :func:`~dphypo.privacy.account` found (what
+``dphypo account`` prints); the method that gave it is written under the total on each bar.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ class EpsilonBreakdownInfo(NamedTuple):
         total: Total ε (= base + repetition + adaptivity).
         delta: The common δ of all reports.
         run_counts: Distribution of T per configuration, e.g. ``'geometric, E[T] = 20'``.
+        methods: The method that gave each total (``PrivacyReport.method``, e.g. ``'profile-tnb'``, ``'rdp'``).
     """
 
     labels: tuple[str, ...]
@@ -39,6 +44,7 @@ class EpsilonBreakdownInfo(NamedTuple):
     total: np.ndarray
     delta: float
     run_counts: tuple[str, ...]
+    methods: tuple[str, ...] = ()
 
 
 def _run_count_text(report: PrivacyReport) -> str:
@@ -76,11 +82,13 @@ def epsilon_breakdown_info(reports: Sequence[tuple[str, PrivacyReport]]) -> Epsi
     if not np.allclose(base + repetition + adaptivity, total, rtol=_SUM_RTOL, atol=0.0):
         raise ValueError("every report's total ε must equal base + repetition + adaptivity")
     run_counts = tuple(_run_count_text(r) for _, r in reports)
-    return EpsilonBreakdownInfo(labels, base, repetition, adaptivity, total, float(deltas[0]), run_counts)
+    methods = tuple(r.method for _, r in reports)
+    return EpsilonBreakdownInfo(labels, base, repetition, adaptivity, total, float(deltas[0]), run_counts, methods)
 
 
 def plot_epsilon_breakdown(reports: Sequence[tuple[str, PrivacyReport]]) -> Figure:
-    """One stacked bar per configuration: ε of one run, + random repetition, + adaptivity; totals on top.
+    """One stacked bar per configuration: ε of one run, + random repetition, + adaptivity; totals on top, each
+    labelled with the method that gave it (the smallest valid bound, as ``dphypo account`` reports).
 
     Args:
         reports: ``(label, report)`` pairs at a common δ.
@@ -104,18 +112,20 @@ def plot_epsilon_breakdown_info(info: EpsilonBreakdownInfo) -> Figure:
             continue  # all uniform: no empty legend entry
         ax.bar(x, height, bottom=bottom, width=0.6, color=color, label=label)
         bottom += height
-    for xi, total in zip(x, info.total, strict=True):
-        ax.annotate(f"{total:.3g}", (xi, total), xytext=(0, 3), textcoords="offset points", ha="center",
-                    va="bottom", fontsize="small")
+    methods = info.methods or ("",) * k
+    for xi, total, method in zip(x, info.total, methods, strict=True):
+        text = f"{total:.3g}\n{method}" if method else f"{total:.3g}"
+        ax.annotate(text, (xi, total), xytext=(0, 3), textcoords="offset points", ha="center",
+                    va="bottom", fontsize="small", linespacing=1.0)
     longest = max(len(line) for label in info.labels for line in label.splitlines() or [""])
     if longest > 12:  # long one-line labels would run into each other
         ax.set_xticks(x, info.labels, rotation=20, ha="right", rotation_mode="anchor")
     else:
         ax.set_xticks(x, info.labels)
     top = float(info.total.max())
-    ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)  # headroom for the total labels
+    ax.set_ylim(0, 1.25 * top if top > 0 else 1.0)  # headroom for the total and method labels
     delta = "0 (pure DP)" if info.delta == 0 else f"{info.delta:g}"
-    ax.set_ylabel(f"total ε at δ = {delta}")
+    ax.set_ylabel(f"total ε at δ = {delta} (smallest valid bound)")
     shared = f"; T ~ {info.run_counts[0]}" if len(set(info.run_counts)) == 1 else ""
     ax.set_title(f"ε of the whole search, by source{shared}", fontsize="medium")
     ax.legend(fontsize="small", loc="upper left", reverse=True)  # same top-to-bottom order as the stack

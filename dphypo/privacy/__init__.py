@@ -6,7 +6,9 @@ The public surface:
   :class:`Poisson`;
 * per-candidate RDP curves: :func:`dpsgd_rdp`, :func:`gaussian_rdp`, :func:`pure_dp_rdp`, :func:`custom_rdp`,
   :func:`compose`;
-* tuning theorems: :func:`tuning_rdp` (DP-HyPO Theorem 1 / Papernot-Steinke Theorem 6), :func:`dphypo_theorem2`;
+* tuning theorems: :func:`tuning_rdp` (Theorem A of ``docs/proofs/adaptive.md`` for C > c, Papernot-Steinke
+  Theorems 2 and 6 for a uniform search), :func:`theorem_a`, :func:`theorem_a_pure`, and the published
+  :func:`dphypo_theorem1` / :func:`dphypo_theorem2` (proof gap; opt-in in the accountant);
 * the accountant: :class:`SearchPrivacy`, :class:`PrivacyConfig`, :func:`account`, :func:`account_pure`,
   :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
 * conversions: :func:`epsilon_from_rdp`, :func:`delta_from_rdp`.
@@ -25,6 +27,7 @@ from dphypo.privacy.accountant import (
     calibrate_dpsgd_sigma,
     calibrate_sigma,
 )
+from dphypo.privacy.adaptive import theorem_a, theorem_a_pure
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
 from dphypo.privacy.distributions import (
     RUN_COUNT_FAMILIES,
@@ -87,6 +90,8 @@ __all__ = [
     "make_run_count",
     "papernot_steinke_theorem6",
     "pure_dp_rdp",
+    "theorem_a",
+    "theorem_a_pure",
     "tuning_rdp",
     "zero_rdp",
 ]

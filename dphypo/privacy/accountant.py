@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from dphypo.privacy.adaptive import adaptive_pure_epsilon, check_adaptive_theorem, rdp_method_name
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.distributions import Poisson, RunCountDistribution, TruncatedNegativeBinomial
+from dphypo.privacy.profiles import ProfileSkipped, ProfileTooLargeError
 from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, zero_rdp
 from dphypo.privacy.tuning import (
     check_density_bounds,
@@ -26,6 +28,7 @@ from dphypo.privacy.tuning import (
 )
 
 __all__ = [
+    "CALIBRATION_PLD_POINTS",
     "CalibrationError",
     "CalibrationResult",
     "PrivacyConfig",
@@ -38,6 +41,11 @@ __all__ = [
     "check_same_mechanism",
     "smallest_sigma",
 ]
+
+
+#: PLD size cap of :func:`calibrate_dpsgd_sigma` (points per direction; ordinary σ use 1e-3 well below it, e.g.
+#: 4·10⁴ points at σ = 0.66, q = 256/60000, 2344 steps).
+CALIBRATION_PLD_POINTS = 2**18
 
 
 class CalibrationError(ValueError):
@@ -116,6 +124,8 @@ class PrivacyReport:
         charged_runs: Lost attempts (crashed or dead-worker runs) charged on top of the search
             (:func:`~dphypo.privacy.charged.account_charged`); 0 for an uninterrupted search.
         charged_epsilon: What those charges added to ``epsilon``.
+        profile_skipped: Why the privacy-profile bounds were not evaluated although asked for (the PLD would
+            exceed its size cap, :class:`~dphypo.privacy.profiles.ProfileSkipped`), else ``None``.
     """
 
     epsilon: float
@@ -133,6 +143,7 @@ class PrivacyReport:
     method: str = "rdp"
     charged_runs: int = 0
     charged_epsilon: float = 0.0
+    profile_skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (non-finite numbers become ``None``)."""
@@ -159,6 +170,7 @@ class PrivacyReport:
             "base_mechanism": self.base_label,
             "methods": {name: clean(eps) for name, eps in self.methods.items()},
             "method": self.method,
+            "profile_skipped": self.profile_skipped,
         }
 
 
@@ -172,27 +184,41 @@ class PrivacyConfig:
         delta: δ of the reported guarantee, in (0, 1).
         profile: Optional privacy profile of one whole candidate run (:mod:`dphypo.privacy.profiles`); for a
             uniform search it enables the tighter profile bounds.
+        max_lost: Lost attempts (a run whose worker or process died after it touched the data) the search may
+            absorb; each is charged up front as one more released run (:mod:`dphypo.privacy.charged`), whether
+            or not it happens, and the search stops without a release when one more would be lost.
+        adaptive_theorem: Bound for an adaptive search (C > c): ``"A"`` (default, Theorem A of
+            ``docs/proofs/adaptive.md``), ``"B"`` (its numerical sharpening, opt-in) or ``"published"``
+            (DP-HyPO Theorem 1 as printed, opt-in).
     """
 
     search: SearchPrivacy
     base: RdpCurve
     delta: float
     profile: Any = None
+    adaptive_theorem: str = "A"
+    max_lost: int = 0
 
     def __post_init__(self) -> None:
         _check_delta(self.delta)
+        check_adaptive_theorem(self.adaptive_theorem)
+        if isinstance(self.max_lost, bool) or not isinstance(self.max_lost, (int, np.integer)) or self.max_lost < 0:
+            raise ValueError(f"max_lost must be a non-negative integer, got {self.max_lost!r}")
+        object.__setattr__(self, "max_lost", int(self.max_lost))
 
-    def account(self, charged_runs: int = 0) -> PrivacyReport:
-        """The search's total (ε, δ) with its breakdown.
+    def account(self) -> PrivacyReport:
+        """The search's total (ε, δ) with its breakdown, ``max_lost`` lost attempts charged up front.
 
-        Args:
-            charged_runs: Lost attempts to charge on top (see :func:`~dphypo.privacy.charged.account_charged`).
+        The charge does not depend on how many attempts were actually lost (that count depends on the run and
+        may depend on the data, docs/parallel.md): the reported ε is fixed before any data is touched.
         """
-        if charged_runs:
+        if self.max_lost:
             from dphypo.privacy.charged import account_charged  # imports this module: keep it lazy
 
-            return account_charged(self.base, self.search, self.delta, charged_runs, profile=self.profile)
-        return account(self.base, self.search, self.delta, profile=self.profile)
+            return account_charged(self.base, self.search, self.delta, self.max_lost, profile=self.profile,
+                                   adaptive_theorem=self.adaptive_theorem)
+        return account(self.base, self.search, self.delta, profile=self.profile,
+                       adaptive_theorem=self.adaptive_theorem)
 
 
 def _check_delta(delta: float) -> None:
@@ -222,12 +248,16 @@ def check_same_mechanism(base: RdpCurve, profile: Any) -> None:
         )
 
 
-def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any = None) -> PrivacyReport:
+def account(
+    base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any = None, adaptive_theorem: str = "A"
+) -> PrivacyReport:
     """Total (ε, δ) of a search whose every candidate satisfies ``base``: the minimum over every valid bound.
 
     Always evaluated (where a theorem covers the run count): the tight RDP → (ε, δ) conversion (Canonne, Kamath &
-    Steinke 2020) of the search's RDP curve from :func:`~dphypo.privacy.tuning.tuning_rdp` (DP-HyPO Theorem 1 /
-    Papernot-Steinke Theorems 2 and 6). With a ``profile`` of one whole candidate run and a *uniform* search
+    Steinke 2020) of the search's RDP curve from :func:`~dphypo.privacy.tuning.tuning_rdp` (Papernot-Steinke
+    Theorems 2 and 6 for a uniform search; for C > c, Theorem A of ``docs/proofs/adaptive.md``, method
+    ``"rdp-theorem-a"``, or opt-in the published DP-HyPO Theorem 1, method ``"rdp-published-thm1"``).
+    With a ``profile`` of one whole candidate run and a *uniform* search
     (C = c = 1), also the privacy-profile bounds of Koskela, Redberg & Wang 2024 (Thm 5.2, Thm 5.7, Cor 5.8) and
     Papernot-Steinke Theorem 6 with a PLD δ̂ (:func:`~dphypo.privacy.profile_tuning.profile_bounds`); no profile
     bound is proven for an adaptive search, so none is used there. The breakdown evaluates the same minimum with
@@ -238,23 +268,32 @@ def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any
         search: Run-count distribution and density bounds.
         delta: Target δ ∈ (0, 1).
         profile: Optional :class:`~dphypo.privacy.profiles.PrivacyProfile` of the same candidate run (it must
-            cover everything ``base`` covers, e.g. the score release too).
+            cover everything ``base`` covers, e.g. the score release too), or a
+            :class:`~dphypo.privacy.profiles.ProfileSkipped` (too large to build: RDP bounds only, and the report's
+            ``profile_skipped`` says why).
+        adaptive_theorem: ``"A"`` (default: the proven Theorem A for C > c), ``"B"`` (proven numerical
+            sharpening, opt-in, method ``"rdp-theorem-b"``) or ``"published"`` (DP-HyPO Theorem 1 as printed; its
+            proof has a known gap, the statement is implied by Theorem A). No effect when C = c = 1.
 
     Returns:
         The report; ``methods`` lists every bound evaluated and ``method`` the one used.
     """
     _check_delta(delta)
+    rdp_name = rdp_method_name(search.adaptive, adaptive_theorem)
+    skipped = None
+    if isinstance(profile, ProfileSkipped):  # too large to build: RDP bounds only, and say so in the report
+        skipped, profile = profile.reason, None
     if profile is not None:
         check_same_mechanism(base, profile)
     methods: dict[str, float] = {}
     theorems: dict[str, str] = {}
     order, order_hat = math.nan, math.nan
     if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
-        tuned = tuning_rdp(base, search.run_count, search.C, search.c)
-        methods["rdp"], order = epsilon_from_rdp(
+        tuned = tuning_rdp(base, search.run_count, search.C, search.c, adaptive_theorem=adaptive_theorem)
+        methods[rdp_name], order = epsilon_from_rdp(
             tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
         )
-        theorems["rdp"], order_hat = tuned.theorem, tuned.order_hat
+        theorems[rdp_name], order_hat = tuned.theorem, tuned.order_hat
     bounds: dict[str, Any] = {}
     if profile is not None:
         from dphypo.privacy.profile_tuning import profile_bounds  # imports this module: keep it lazy
@@ -263,13 +302,19 @@ def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any
         methods.update({name: b.epsilon for name, b in bounds.items()})
         theorems.update({name: b.theorem for name, b in bounds.items()})
     if not methods:
+        if skipped is not None:
+            raise ValueError(
+                f"binomial T has no RDP theorem, and the privacy-profile bound (Koskela-Redberg-Wang 2024 Thm 5.7) "
+                f"cannot be evaluated: {skipped}; "
+                "use negbin/geometric/poisson runs or more noise"
+            )
         raise ValueError(
             "binomial T has no RDP theorem; only the profile bound of Koskela-Redberg-Wang 2024 (Thm 5.7, uniform "
             "search) applies: pass profile=dpsgd_profile(sigma, sample_rate, steps)"
         )
     method = min(methods, key=methods.__getitem__)
     eps = methods[method]
-    if method != "rdp":
+    if method != rdp_name:
         order, order_hat = bounds[method].order, math.nan
     base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
     if profile is not None:
@@ -289,23 +334,37 @@ def account(base: RdpCurve, search: SearchPrivacy, delta: float, *, profile: Any
         base_label=base.label,
         methods=methods,
         method=method,
+        profile_skipped=skipped,
     )
 
 
-def account_pure(epsilon: float, search: SearchPrivacy) -> PrivacyReport:
-    """Pure-DP accounting (DP-HyPO Theorem 2): every candidate ε-DP ⇒ ``((2+θ)(ε + log(C/c)), 0)``-DP.
+def account_pure(epsilon: float, search: SearchPrivacy, *, adaptive_theorem: str = "A") -> PrivacyReport:
+    """Pure-DP accounting: every candidate ε-DP ⇒ the search is (ε′, 0)-DP.
+
+    Uniform search (C = c = 1): ε′ = (2+θ)ε (Papernot & Steinke 2022, Corollary 3 = DP-HyPO Theorem 2 at
+    C = c = 1). Adaptive search (C > c): by default Theorem A-infinity of ``docs/proofs/adaptive.md``
+    (:func:`~dphypo.privacy.adaptive.theorem_a_pure`, method ``"pure-dp-theorem-a"``), never above DP-HyPO
+    Theorem 2's ``(2+θ)(ε + log(C/c))``; with ``adaptive_theorem="published"`` that published value (method
+    ``"pure-dp-published-thm2"``; its proof has the gap of Theorem 1's). The adaptive ε′ is floored at the uniform
+    ε′ so the report is monotone in C/c (see :func:`~dphypo.privacy.adaptive.adaptive_pure_epsilon`).
 
     Raises:
-        ValueError: For Poisson T, which has no pure-DP theorem (Theorem 6 gives RDP only).
+        ValueError: For Poisson T, which has no pure-DP theorem (Theorem 6 gives RDP only), or an unknown
+            ``adaptive_theorem``.
     """
+    check_adaptive_theorem(adaptive_theorem)
     rc = search.run_count
     if not isinstance(rc, TruncatedNegativeBinomial):
         raise ValueError(
             f"pure-DP accounting needs a truncated negative binomial run count (DP-HyPO Theorem 2), got "
             f"{rc.name}; Poisson T only has an RDP guarantee, so give a delta"
         )
-    total = dphypo_theorem2(epsilon, rc.theta, search.C, search.c)
+    total, theorem = adaptive_pure_epsilon(epsilon, rc, search.C, search.c, adaptive_theorem)
     uniform = dphypo_theorem2(epsilon, rc.theta, 1.0, 1.0)
+    if not search.adaptive:
+        method = "pure-dp"
+    else:
+        method = "pure-dp-published-thm2" if adaptive_theorem == "published" else "pure-dp-theorem-a"
     return PrivacyReport(
         epsilon=total,
         delta=0.0,
@@ -315,13 +374,11 @@ def account_pure(epsilon: float, search: SearchPrivacy) -> PrivacyReport:
         order=math.inf,
         order_hat=math.inf,
         expected_runs=rc.mean,
-        theorem="DP-HyPO Theorem 2"
-        if search.adaptive
-        else "DP-HyPO Theorem 2 = Papernot-Steinke Corollary 3",
+        theorem=theorem,
         search=search,
         base_label=f"pure {epsilon:g}-DP",
-        methods={"pure-dp": total},
-        method="pure-dp",
+        methods={method: total},
+        method=method,
     )
 
 
@@ -351,6 +408,7 @@ def calibrate_sigma(
     profile_for_sigma: Callable[[float], Any] | None = None,
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
+    max_lost: int = 0,
 ) -> CalibrationResult:
     """The smallest noise multiplier σ (to ``rtol``) whose search meets a total (ε, δ) target.
 
@@ -368,6 +426,7 @@ def calibrate_sigma(
             meets the target under the same minimum over valid bounds that :func:`account` reports.
         rtol: Relative tolerance on σ.
         sigma_bounds: Smallest and largest σ considered.
+        max_lost: Lost attempts charged up front (:attr:`PrivacyConfig.max_lost`).
 
     Returns:
         The calibration.
@@ -384,8 +443,8 @@ def calibrate_sigma(
     evaluations = 0
 
     def report_at(sigma: float) -> PrivacyReport:
-        profile = None if profile_for_sigma is None else profile_for_sigma(sigma)
-        return account(curve_for_sigma(sigma), search, delta, profile=profile)
+        profile = _profile_at(profile_for_sigma, sigma)
+        return PrivacyConfig(search, curve_for_sigma(sigma), delta, profile=profile, max_lost=max_lost).account()
 
     def epsilon_at(sigma: float) -> float:
         nonlocal evaluations
@@ -395,7 +454,7 @@ def calibrate_sigma(
     # The σ → ∞ limit: a data-independent candidate (zero RDP curve); binomial T has only the profile route.
     if isinstance(search.run_count, Binomial):
         floor = account(curve_for_sigma(sigma_bounds[1]), search, delta,
-                        profile=profile_for_sigma(sigma_bounds[1]) if profile_for_sigma else None).epsilon
+                        profile=_profile_at(profile_for_sigma, sigma_bounds[1])).epsilon
     else:
         floor = account(zero_rdp(curve_for_sigma(1.0).orders), search, delta).epsilon
     if floor >= target_epsilon:
@@ -416,6 +475,16 @@ def calibrate_sigma(
     if report.epsilon > target_epsilon:  # pragma: no cover - smallest_sigma guarantees this
         raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
     return CalibrationResult(sigma, report, 0.0 if sigma == sigma_bounds[0] else sigma * rtol, evaluations)
+
+
+def _profile_at(profile_for_sigma: Callable[[float], Any] | None, sigma: float) -> Any:
+    """``profile_for_sigma(σ)``, or a :class:`~dphypo.privacy.profiles.ProfileSkipped` if that PLD is too large."""
+    if profile_for_sigma is None:
+        return None
+    try:
+        return profile_for_sigma(sigma)
+    except ProfileTooLargeError as exc:
+        return ProfileSkipped(str(exc))
 
 
 def smallest_sigma(
@@ -519,7 +588,9 @@ def calibrate_dpsgd_sigma(
         orders: Order grid (must match ``extra``'s).
         rtol: Relative tolerance on σ.
         use_profiles: For a uniform search without ``extra``, also use the privacy-profile bounds (PLD of the
-            DP-SGD run at discretisation 1e-3, still a valid pessimistic bound), like ``dphypo account``.
+            DP-SGD run at discretisation 1e-3, still a valid pessimistic bound), like ``dphypo account``. The PLD
+            is capped at :data:`CALIBRATION_PLD_POINTS` points (coarser grid beyond, RDP only past
+            :data:`~dphypo.privacy.profiles.MAX_DISCRETIZATION`) so that each of the ~20 evaluations is fast.
 
     Returns:
         The calibration.
@@ -539,6 +610,6 @@ def calibrate_dpsgd_sigma(
         from dphypo.privacy.profiles import dpsgd_profile
 
         def profile_for_sigma(sigma: float) -> Any:
-            return dpsgd_profile(sigma, sample_rate, steps, discretization=1e-3)
+            return dpsgd_profile(sigma, sample_rate, steps, discretization=1e-3, max_points=CALIBRATION_PLD_POINTS)
 
     return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol)

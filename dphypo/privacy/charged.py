@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from dphypo.privacy.accountant import PrivacyReport, SearchPrivacy, account
+from dphypo.privacy.adaptive import rdp_method_name
 from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.rdp import RdpCurve, compose
@@ -36,7 +37,13 @@ def _rdp_epsilon(curve: RdpCurve, delta: float) -> tuple[float, float]:
 
 
 def account_charged(
-    base: RdpCurve, search: SearchPrivacy, delta: float, charged_runs: int, *, profile: Any = None
+    base: RdpCurve,
+    search: SearchPrivacy,
+    delta: float,
+    charged_runs: int,
+    *,
+    profile: Any = None,
+    adaptive_theorem: str = "A",
 ) -> PrivacyReport:
     """Total (ε, δ) of a search plus ``charged_runs`` lost attempts, each charged as one released run.
 
@@ -46,6 +53,8 @@ def account_charged(
         delta: Target δ ∈ (0, 1).
         charged_runs: Number of lost attempts (≥ 0); 0 gives exactly :func:`~dphypo.privacy.accountant.account`.
         profile: Optional privacy profile of one candidate run (uniform searches only use it).
+        adaptive_theorem: Bound for C > c, as in :func:`~dphypo.privacy.accountant.account` (``"A"``: Theorem A
+            of ``docs/proofs/adaptive.md``, default; ``"published"``: DP-HyPO Theorem 1 as printed).
 
     Returns:
         A report whose ``epsilon`` covers the search and the charged attempts; ``charged_runs`` and
@@ -53,20 +62,21 @@ def account_charged(
     """
     if isinstance(charged_runs, bool) or not isinstance(charged_runs, int) or charged_runs < 0:
         raise ValueError(f"charged_runs must be a non-negative integer, got {charged_runs!r}")
-    uncharged = account(base, search, delta, profile=profile)
+    uncharged = account(base, search, delta, profile=profile, adaptive_theorem=adaptive_theorem)
     if charged_runs == 0:
         return uncharged
     extra = base.repeated(charged_runs)
     methods: dict[str, float] = {}
     order = math.nan
+    rdp_name = rdp_method_name(search.adaptive, adaptive_theorem)
     if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
-        searched = tuning_rdp(base, search.run_count, search.C, search.c).curve
-        methods["rdp"], order = _rdp_epsilon(compose(searched, extra), delta)
+        searched = tuning_rdp(base, search.run_count, search.C, search.c, adaptive_theorem=adaptive_theorem).curve
+        methods[rdp_name], order = _rdp_epsilon(compose(searched, extra), delta)
     if profile is not None and not search.adaptive:
         half = account(base, search, delta / 2, profile=profile)
         extra_half = _rdp_epsilon(extra, delta / 2)[0]
         for name, eps in half.methods.items():
-            if name != "rdp":
+            if name != rdp_name:
                 methods[f"{name}+basic"] = eps + extra_half
     method = min(methods, key=methods.__getitem__)
     epsilon = methods[method]
@@ -80,6 +90,6 @@ def account_charged(
         theorem=f"{uncharged.theorem} + {charged_runs} charged run(s) ({method})",
         charged_runs=charged_runs,
         charged_epsilon=epsilon - uncharged.epsilon,
-        order=order if method == "rdp" else math.nan,
-        order_hat=uncharged.order_hat if method == "rdp" else math.nan,
+        order=order if method == rdp_name else math.nan,
+        order_hat=uncharged.order_hat if method == rdp_name else math.nan,
     )

@@ -488,6 +488,10 @@ def profile_epsilons(
 
     Returns:
         ``{method: epsilon}``; merge with the RDP accountant's ε and report the minimum.
+
+    Raises:
+        ProfileTooLargeError: The run's PLD exceeds its size cap even at the coarsest discretisation
+            (:func:`~dphypo.privacy.profiles.dpsgd_profile`); only the RDP bound is available then.
     """
     if search.adaptive:
         if isinstance(search.run_count, Binomial):

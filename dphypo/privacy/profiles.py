@@ -15,7 +15,11 @@ are safe and optimistic estimates are not):
   (connect-the-dots, Doroshenko et al. 2022) with ``NeighboringRelation.ADD_OR_REMOVE_ONE``; its profile is
   max(remove, add), as dp_accounting's ``get_delta_for_epsilon`` returns. :func:`dpsgd_profile` is one
   DP-SGD run (``steps`` compositions of the Poisson-subsampled Gaussian), the same construction as
-  dp_accounting's ``PLDAccountant``, cached per (σ, q, steps, discretisation).
+  dp_accounting's ``PLDAccountant``, cached per (σ, q, steps, discretisation). Its size is bounded
+  (:data:`MAX_PLD_POINTS` grid points per direction): past the cap the grid is coarsened, which stays
+  pessimistic (:func:`dpsgd_discretization`), and past :data:`MAX_DISCRETIZATION` it is refused
+  (:class:`ProfileTooLargeError`; :func:`dpsgd_profile_or_skip` returns a :class:`ProfileSkipped` that the
+  accountant reports as "RDP only, and why").
 * :class:`GaussianProfile` — the Gaussian mechanism in closed form (Balle & Wang 2018, Theorem 8), exact.
 * :class:`DiscreteProfile` — the exact profile of two explicit finite distributions (audits and tests).
 * :class:`MaxProfile` — the pointwise max of several profiles: a dominating profile for candidates drawn
@@ -35,22 +39,43 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from dphypo.privacy.rdp import Mechanism, compose_mechanisms, dpsgd_mechanism, mechanism_key
+from dphypo.privacy.rdp import MIN_DPSGD_SIGMA, Mechanism, compose_mechanisms, dpsgd_mechanism, mechanism_key
 
 __all__ = [
     "DEFAULT_DISCRETIZATION",
+    "MAX_DISCRETIZATION",
+    "MAX_PLD_POINTS",
     "DiscreteProfile",
     "GaussianProfile",
     "MaxProfile",
     "PldProfile",
     "PrivacyProfile",
+    "ProfileSkipped",
+    "ProfileTooLargeError",
+    "dpsgd_discretization",
     "dpsgd_profile",
+    "dpsgd_profile_or_skip",
     "hockey_stick",
 ]
 
 #: PLD discretisation of the privacy-loss grid. The notes' regression numbers use 1e-4 (pitfall 9: the
 #: discretisation error grows with the number of steps; 1e-3 costs ≈ +0.015 ε at 14k steps, < 1e-3 at 2.3k).
 DEFAULT_DISCRETIZATION = 1e-4
+
+#: Size cap of a DP-SGD PLD: grid points of one direction of the composed PLD (= its FFT length, ≈ 32 MB per
+#: complex buffer). Every ordinary input fits at :data:`DEFAULT_DISCRETIZATION` (the largest in the benchmarks,
+#: σ = 0.64, q = 256/60000, 2344 steps, needs 4.2·10⁵), so their values do not change; beyond it
+#: :func:`dpsgd_discretization` coarsens the grid, which stays pessimistic (an upper bound).
+MAX_PLD_POINTS = 2**21
+#: Coarsest discretisation :func:`dpsgd_discretization` uses; a PLD that needs a coarser grid is refused
+#: (:class:`ProfileTooLargeError`) and the accountant reports the RDP bound instead.
+MAX_DISCRETIZATION = 0.1
+# Grid points of one *step* (dp_accounting builds it in a Python loop, ≈ 10 µs per point): ≤ 2.6 s.
+_MAX_STEP_POINTS = 2**18
+# Above this many points per step, the composed size is first estimated on a coarse probe grid of this size.
+_PROBE_STEP_POINTS = 2**14
+# dp_accounting's default tail truncation in self_compose (the truncated mass is added to the infinite loss).
+_TAIL_MASS_TRUNCATION = 1e-15
 
 # Largest ε at which epsilon() searches; beyond it a profile is treated as "no finite ε" (inf).
 _EPS_SEARCH_MAX = 200.0
@@ -174,6 +199,34 @@ class _LossTable:
             tail = self.upper[k] - np.exp(eps) * self.lower[k]
         return self.infinity_mass + np.where(self.upper[k] > 0.0, np.maximum(tail, 0.0), 0.0)
 
+    def epsilon(self, delta: float) -> float:
+        """dp_accounting's ``_get_epsilon_for_delta`` (a Python loop from the largest loss down), vectorised.
+
+        Before loss ``l_j`` is visited the loop holds ``M_up = m_∞ + U_{j+1}`` and ``M_low = L_{j+1}``; it stops
+        at the first (largest) j with ``log((M_up − δ)/M_low) ≥ l_j`` (or returns ``max(0, l_j)`` when, after
+        adding l_j, ``M_up ≥ δ`` with ``M_low = 0``), and returns ``log((M_up − δ)/M_low)`` (0 if
+        ``M_up ≤ M_low + δ``). Same sums in the same order, so the results agree to rounding (tested).
+        """
+        if self.infinity_mass > delta:
+            return math.inf
+        up = self.infinity_mass + self.upper  # index j: state after visiting losses ≥ l_j
+        low = self.lower
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            solution = np.log((up[1:] - delta) / low[1:])  # the stopping value before visiting l_j
+        stop = (up[1:] > delta) & (low[1:] > 0.0) & (solution >= self.losses)
+        early = (up[:-1] >= delta) & (low[:-1] == 0.0)
+        hits = np.flatnonzero(stop | early)
+        if hits.size:
+            j = int(hits[-1])
+            if not stop[j]:
+                return max(0.0, float(self.losses[j]))
+            mass_up, mass_low = float(up[j + 1]), float(low[j + 1])
+        else:
+            mass_up, mass_low = float(up[0]), float(low[0])
+        if mass_up <= mass_low + delta:
+            return 0.0
+        return math.log((mass_up - delta) / mass_low)
+
 
 @dataclass(frozen=True, eq=False)
 class PldProfile(PrivacyProfile):
@@ -222,10 +275,24 @@ class PldProfile(PrivacyProfile):
         out = np.max(np.stack([t.delta(eps) for t in self._tables]), axis=0)
         return np.clip(out, 0.0, 1.0)
 
+    @property
+    def discretization(self) -> float:
+        """The privacy-loss grid interval of the PLD."""
+        return float(self.pld._pmf_remove._discretization)
+
+    @property
+    def points(self) -> int:
+        """Grid points of the larger direction (the size :data:`MAX_PLD_POINTS` caps for DP-SGD runs)."""
+        return max(t.losses.size for t in self._tables)
+
     def epsilon(self, delta: float) -> float:
-        """dp_accounting's exact inversion of the discretised (pessimistic) PLD, max over both directions."""
+        """dp_accounting's exact inversion of the discretised (pessimistic) PLD, max over both directions.
+
+        Evaluated on the suffix-sum tables (dp_accounting's own loop takes seconds on a PLD near
+        :data:`MAX_PLD_POINTS`); equal to ``pld.get_epsilon_for_delta`` up to rounding (tested).
+        """
         _check_delta(delta)
-        return float(max(0.0, self.pld.get_epsilon_for_delta(delta)))
+        return float(max(0.0, *(t.epsilon(delta) for t in self._tables)))
 
     def compose(self, other: PldProfile) -> PldProfile:
         """Sequential composition (e.g. a run, then the noisy release of its score); same discretisation."""
@@ -233,12 +300,36 @@ class PldProfile(PrivacyProfile):
                           compose_mechanisms(self.mechanism, other.mechanism))
 
 
-@lru_cache(maxsize=16)
-def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, discretization: float) -> PldProfile:
+class ProfileTooLargeError(ValueError):
+    """A PLD would exceed :data:`MAX_PLD_POINTS` grid points even at :data:`MAX_DISCRETIZATION`.
+
+    The accountant then reports the RDP bounds only and names the reason (:class:`ProfileSkipped`).
+    """
+
+
+@dataclass(frozen=True)
+class ProfileSkipped:
+    """Stands in for a privacy profile that was not built because it would be too large.
+
+    Pass it wherever a profile is accepted (``account(..., profile=...)``, ``profile_for_sigma``): the
+    accountant evaluates the RDP bounds only, and its report's ``profile_skipped`` carries ``reason`` (so the
+    JSON's ``methods`` lacks the profile entries *and* says why).
+
+    Args:
+        reason: One line: which PLD, and how large it would have been (the :class:`ProfileTooLargeError`
+            message).
+    """
+
+    reason: str
+
+
+@lru_cache(maxsize=8)
+def _step_pld(sigma: float, sample_rate: float, discretization: float) -> Any:
+    """One step's PLD (Poisson-subsampled Gaussian, add/remove, pessimistic connect-the-dots)."""
     from dp_accounting import privacy_accountant
     from dp_accounting.pld import privacy_loss_distribution
 
-    single = privacy_loss_distribution.from_gaussian_mechanism(
+    return privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=sigma,
         sensitivity=1.0,
         pessimistic_estimate=True,
@@ -247,13 +338,142 @@ def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, discretization:
         use_connect_dots=True,
         neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
     )
-    pld = single if steps == 1 else single.self_compose(steps)
-    label = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps}) [PLD {discretization:g}]"
+
+
+def _step_loss_width(sigma: float, sample_rate: float) -> float:
+    """Width of one step's privacy-loss grid (max over the remove and add pairs), without building it.
+
+    dp_accounting's connect-the-dots grid spans ``[epsilon_lower, epsilon_upper]`` of the mechanism's
+    ``connect_dots_bounds`` (the losses at the e^{-50} mass-truncation points), so one step has about
+    ``width / discretisation`` points.
+    """
+    from dp_accounting.pld import privacy_loss_mechanism
+
+    width = 0.0
+    for adjacency in (privacy_loss_mechanism.AdjacencyType.REMOVE, privacy_loss_mechanism.AdjacencyType.ADD):
+        bounds = privacy_loss_mechanism.GaussianPrivacyLoss(
+            sigma, sensitivity=1.0, pessimistic_estimate=True, sampling_prob=sample_rate, adjacency_type=adjacency
+        ).connect_dots_bounds()
+        width = max(width, float(bounds.epsilon_upper) - float(bounds.epsilon_lower))
+    return width
+
+
+def _composed_points(step: Any, steps: int) -> int:
+    """Grid points of the larger direction of ``step`` self-composed ``steps`` times (= the FFT length).
+
+    Uses dp_accounting's own truncation bounds (``common.compute_self_convolve_bounds``, the Chernoff bound that
+    ``DensePLDPmf.self_compose`` applies with tail mass 1e-15), so it is exactly the size the composition will
+    allocate, computed in milliseconds before any FFT.
+    """
+    from dp_accounting.pld import common
+
+    pmfs = [step._pmf_remove] if step._symmetric else [step._pmf_remove, step._pmf_add]
+    points = 0
+    for pmf in pmfs:
+        probs = pmf.to_dense_pmf()._probs
+        size = probs.size
+        if steps > 1:
+            lo, hi = common.compute_self_convolve_bounds(probs, steps, _TAIL_MASS_TRUNCATION)
+            size = max(hi - lo + 1, size)
+        points = max(points, int(size))
+    return points
+
+
+def dpsgd_discretization(
+    sigma: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    discretization: float = DEFAULT_DISCRETIZATION,
+    max_points: int = MAX_PLD_POINTS,
+) -> float:
+    """The finest PLD grid interval ≥ ``discretization`` at which one DP-SGD run's PLD stays within the size cap.
+
+    The composed PLD has ≈ (width of the composed privacy-loss range) / interval points per direction, and that
+    width barely depends on the interval, so when the requested grid would exceed ``max_points`` (tiny σ: one
+    step's loss range grows like 1/(2σ²); huge ``steps``: the composed range grows like ``steps``), the interval
+    is scaled up until it fits. A coarser grid is still **pessimistic**: dp_accounting's connect-the-dots PLD is
+    an upper bound on the profile at every interval (Doroshenko et al. 2022, Theorem 4.1), it is only looser.
+    Sizes are checked exactly with dp_accounting's truncation bounds before any composition runs.
+
+    Args:
+        sigma: Noise multiplier σ > 0.
+        sample_rate: Poisson sampling rate q ∈ (0, 1].
+        steps: Number of steps ≥ 1.
+        discretization: The finest interval wanted.
+        max_points: Cap on the grid points of one direction of the composed PLD.
+
+    Returns:
+        The interval to build with (``discretization`` itself whenever the PLD fits, e.g. every ordinary input).
+
+    Raises:
+        ProfileTooLargeError: Even :data:`MAX_DISCRETIZATION` would exceed the cap.
+    """
+    _check_dpsgd(sigma, sample_rate, steps, discretization)
+    if not (isinstance(max_points, (int, np.integer)) and max_points >= 1024):
+        raise ValueError(f"max_points must be an integer >= 1024, got {max_points!r}")
+    return _plan_discretization(float(sigma), float(sample_rate), int(steps), discretization, int(max_points))
+
+
+@lru_cache(maxsize=64)
+def _plan_discretization(sigma: float, sample_rate: float, steps: int, discretization: float, max_points: int) -> float:
+    name = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps})"
+
+    def refuse(points: float, what: str = "", cap: int = max_points) -> ProfileTooLargeError:
+        return ProfileTooLargeError(
+            f"the privacy-loss distribution of {name} would need ~{points:.2g} grid points{what} even at the "
+            f"coarsest discretisation {MAX_DISCRETIZATION:g} (cap: {cap})"
+        )
+
+    width = _step_loss_width(sigma, sample_rate)
+    interval = max(discretization, width / _MAX_STEP_POINTS)
+    if interval > MAX_DISCRETIZATION:
+        raise refuse(width / MAX_DISCRETIZATION, " for one step alone", _MAX_STEP_POINTS)
+    if steps > 1 and width / interval > 4 * _PROBE_STEP_POINTS:
+        # Building one step at `interval` costs seconds: estimate the composed loss width on a coarse grid first.
+        probe = width / _PROBE_STEP_POINTS
+        composed_width = _composed_points(_step_pld(sigma, sample_rate, probe), steps) * probe
+        interval = max(interval, 1.05 * composed_width / max_points)
+    for _ in range(4):
+        if interval > MAX_DISCRETIZATION:
+            raise refuse(max_points * interval / MAX_DISCRETIZATION)
+        points = _composed_points(_step_pld(sigma, sample_rate, interval), steps)
+        if points <= max_points:
+            return interval
+        interval = max(1.05 * interval * points / max_points, 1.1 * interval)
+    raise refuse(points * interval / MAX_DISCRETIZATION)  # pragma: no cover - the estimate is within a few %
+
+
+def _check_dpsgd(sigma: float, sample_rate: float, steps: int, discretization: float) -> None:
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0.0):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    if sigma < MIN_DPSGD_SIGMA:
+        raise ValueError(f"sigma must be >= {MIN_DPSGD_SIGMA:g} (see dpsgd_rdp), got {sigma!r}")
+    if not (isinstance(sample_rate, (int, float)) and 0.0 < sample_rate <= 1.0):
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(discretization, float) and 0.0 < discretization <= MAX_DISCRETIZATION):
+        raise ValueError(f"discretization must be a float in (0, {MAX_DISCRETIZATION:g}], got {discretization!r}")
+
+
+# A composed PLD at the cap holds ≈ 130 MB (two directions, PLD + suffix-sum tables): keep few.
+@lru_cache(maxsize=4)
+def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, interval: float, requested: float) -> PldProfile:
+    step = _step_pld(sigma, sample_rate, interval)
+    pld = step if steps == 1 else step.self_compose(steps, tail_mass_truncation=_TAIL_MASS_TRUNCATION)
+    grid = f"PLD {interval:g}" if interval == requested else f"PLD {interval:.3g}, coarsened from {requested:g}"
+    label = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps}) [{grid}]"
     return PldProfile(pld, label, dpsgd_mechanism(sigma, sample_rate, steps))
 
 
 def dpsgd_profile(
-    sigma: float, sample_rate: float, steps: int, *, discretization: float = DEFAULT_DISCRETIZATION
+    sigma: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    discretization: float = DEFAULT_DISCRETIZATION,
+    max_points: int = MAX_PLD_POINTS,
 ) -> PldProfile:
     """Privacy profile of one DP-SGD run: ``steps`` compositions of the Poisson-subsampled Gaussian mechanism.
 
@@ -263,24 +483,44 @@ def dpsgd_profile(
     (Koskela et al. 2021's FFT accountant on the dominating pairs of Zhu et al. 2022, Theorem 11). Cached per
     (σ, q, steps, discretisation).
 
+    Its size is bounded: the grid interval is ``discretization`` unless the PLD would then exceed
+    ``max_points`` points per direction, in which case the finest interval that fits is used
+    (:func:`dpsgd_discretization`; still an upper bound, see :attr:`PldProfile.discretization` and the label).
+
     Args:
         sigma: Noise multiplier σ > 0.
         sample_rate: Poisson sampling rate q ∈ (0, 1].
         steps: Number of steps ≥ 1.
-        discretization: Privacy-loss grid interval (smaller is tighter and slower).
+        discretization: Privacy-loss grid interval (smaller is tighter and slower); the finest one used.
+        max_points: Cap on the grid points of one direction of the composed PLD.
 
     Returns:
         The profile.
+
+    Raises:
+        ProfileTooLargeError: The PLD exceeds the cap even at :data:`MAX_DISCRETIZATION` (tiny σ or huge
+            ``steps``); :func:`dpsgd_profile_or_skip` turns this into a :class:`ProfileSkipped`.
     """
-    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0.0):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
-    if not (isinstance(sample_rate, (int, float)) and 0.0 < sample_rate <= 1.0):
-        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if not (isinstance(discretization, float) and 0.0 < discretization <= 0.1):
-        raise ValueError(f"discretization must be a float in (0, 0.1], got {discretization!r}")
-    return _dpsgd_profile(float(sigma), float(sample_rate), int(steps), discretization)
+    interval = dpsgd_discretization(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
+    return _dpsgd_profile(float(sigma), float(sample_rate), int(steps), interval, discretization)
+
+
+def dpsgd_profile_or_skip(
+    sigma: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    discretization: float = DEFAULT_DISCRETIZATION,
+    max_points: int = MAX_PLD_POINTS,
+) -> PldProfile | ProfileSkipped:
+    """:func:`dpsgd_profile`, or a :class:`ProfileSkipped` naming why when the PLD would be too large.
+
+    Invalid arguments still raise ``ValueError``.
+    """
+    try:
+        return dpsgd_profile(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
+    except ProfileTooLargeError as exc:
+        return ProfileSkipped(str(exc))
 
 
 @dataclass(frozen=True)

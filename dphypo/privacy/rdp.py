@@ -24,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_ORDERS",
+    "MIN_DPSGD_SIGMA",
     "Mechanism",
     "RdpCurve",
     "compose",
@@ -230,6 +231,12 @@ def custom_rdp(
     return RdpCurve(np.asarray(list(orders)), np.asarray(list(epsilons)), pure_epsilon, "user-supplied", key)
 
 
+#: Smallest noise multiplier :func:`dpsgd_rdp` accepts. At σ = 1e-100 the RDP of one step is ≈ α·5·10¹⁹⁹ (every ε is
+#: astronomically large but finite); much below it dp_accounting's RDP series overflows to inf/NaN and, once σ²
+#: underflows to 0, raises ZeroDivisionError.
+MIN_DPSGD_SIGMA = 1e-100
+
+
 def dpsgd_rdp(
     sigma: float, sample_rate: float, steps: int, *, orders: Iterable[float] | None = None
 ) -> RdpCurve:
@@ -240,7 +247,7 @@ def dpsgd_rdp(
     because RDP composes linearly in the number of steps.
 
     Args:
-        sigma: Noise multiplier σ > 0 (noise std / clipping norm).
+        sigma: Noise multiplier σ ≥ :data:`MIN_DPSGD_SIGMA` (noise std / clipping norm).
         sample_rate: Poisson sampling rate q ∈ (0, 1].
         steps: Number of noisy gradient steps ≥ 1.
         orders: Order grid (default :data:`DEFAULT_ORDERS`).
@@ -249,6 +256,11 @@ def dpsgd_rdp(
         The curve of one DP-SGD training run.
     """
     _check_positive("sigma", sigma)
+    if sigma < MIN_DPSGD_SIGMA:
+        raise ValueError(
+            f"sigma must be >= {MIN_DPSGD_SIGMA:g}: below it every bound exceeds epsilon = 1e200 per step and "
+            f"dp_accounting's RDP overflows (sigma**2 underflows near 1e-162), got {sigma!r}"
+        )
     if not (isinstance(sample_rate, (int, float)) and 0.0 < sample_rate <= 1.0):
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
     if not (isinstance(steps, (int, np.integer)) and steps >= 1):

@@ -17,7 +17,8 @@ We take it from :func:`~dphypo.privacy.tuning.tuning_rdp`:
 
 * uniform search (C = c = 1): Papernot & Steinke 2022 Theorem 2 (TNB T) or Theorem 6 (Poisson T, KK's
   "Theorem 5");
-* adaptive search (C > c): DP-HyPO Theorem 1, **TNB T only**; Poisson and binomial T are refused (no
+* adaptive search (C > c): Theorem A of docs/proofs/adaptive.md (the proven replacement of DP-HyPO Theorem 1),
+  **TNB T only**; Poisson and binomial T are refused (no
   theorem). This is inside KK Thm 1's scope only if (KK notes §5) (1) the whole adaptive loop (GP fit, UCB,
   softmax, projection, all runs, the final argmax) runs on X₁ only, using only X₁'s private outputs and public
   data; (2) the curve is the one of the T distribution actually sampled (guaranteed here); (3) the candidate

@@ -7,7 +7,9 @@ Theorems implemented (each only within its proven scope):
 
       ε′ = ε + (1+θ)(1 − 1/α̂) ε̂ + (α/(α−1) + 1 + θ) log(C/c) + (1+θ) log(1/γ)/α̂ + log(E[T])/(α−1).
 
-  At C = c = 1 this is exactly Papernot & Steinke 2022, Theorem 2.
+  At C = c = 1 this is exactly Papernot & Steinke 2022, Theorem 2. For C > c the published *proof* has a gap
+  (Lemma A.5); the statement is implied by the proven, tighter Theorem A of ``docs/proofs/adaptive.md``
+  (:mod:`dphypo.privacy.adaptive`), which :func:`tuning_rdp` uses by default (the published bound is opt-in).
 * DP-HyPO **Theorem 2** — every candidate ε-DP ⇒ the search is ((2+θ)(ε + log(C/c)), 0)-DP
   (C = c = 1: Papernot & Steinke 2022, Corollary 3; θ = 1: Liu & Talwar's 3ε).
 * Papernot & Steinke 2022 **Theorem 6** — T ~ Poisson(μ), *uniform* search only (C = c = 1): if every candidate
@@ -148,16 +150,31 @@ def papernot_steinke_theorem6(base: RdpCurve, run_count: Poisson) -> TuningRdp:
     return TuningRdp(RdpCurve(a, eps, None, label).monotone(), math.nan, 0.0, "Papernot-Steinke Theorem 6")
 
 
-def tuning_rdp(base: RdpCurve, run_count: RunCountDistribution, C: float = 1.0, c: float = 1.0) -> TuningRdp:
+def tuning_rdp(
+    base: RdpCurve,
+    run_count: RunCountDistribution,
+    C: float = 1.0,
+    c: float = 1.0,
+    *,
+    adaptive_theorem: str = "A",
+) -> TuningRdp:
     """The RDP curve of a search, from the one theorem that covers (run-count family, C, c).
+
+    TNB T: for C > c, Theorem A of ``docs/proofs/adaptive.md`` (:func:`~dphypo.privacy.adaptive.theorem_a`,
+    proven, default) or, with ``adaptive_theorem="published"``, DP-HyPO Theorem 1 as printed (its proof has a
+    gap; the statement is implied by Theorem A); for C = c = 1, Papernot & Steinke 2022 Theorem 2 either way.
 
     Raises:
         AdaptivePoissonError: Poisson T with C > c (no theorem).
         TypeError: An unsupported run-count distribution.
+        ValueError: ``adaptive_theorem`` is not ``"A"`` or ``"published"``.
     """
+    from dphypo.privacy.adaptive import adaptive_rdp, check_adaptive_theorem  # imports this module: keep lazy
+
+    check_adaptive_theorem(adaptive_theorem)
     check_density_bounds(C, c)
     if isinstance(run_count, TruncatedNegativeBinomial):
-        return dphypo_theorem1(base, run_count, C, c)
+        return adaptive_rdp(base, run_count, C, c, adaptive_theorem)
     if isinstance(run_count, Poisson):
         if c < C:
             raise AdaptivePoissonError(

@@ -11,7 +11,7 @@ Typical use::
     plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=64, epochs=10, score_noise=5.0)
     objective = DPSGDObjective("digits", "digits-mlp", plan)
     privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), C=2.0, c=0.75), plan.rdp(), 1e-5)
-    result = Tuner(objective, space, privacy, plan=plan, seed=0).run()
+    result = Tuner(objective, space, privacy, plan=plan).run()  # seed=None: fresh OS entropy (privacy rule 6)
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "make_model",
     "make_private",
     "private_accuracy",
+    "private_score",
 ]
 
 _WHERE = {
@@ -48,6 +49,7 @@ _WHERE = {
     "check_budget": "private",
     "make_private": "private",
     "private_accuracy": "private",
+    "private_score": "private",
     "DPSGDObjective": "objective",
     "TrainedModel": "objective",
     "evaluate_accuracy": "objective",

@@ -2,23 +2,25 @@
 
 Each (grid point, seed) job is one :class:`~dphypo.train.objective.DPSGDObjective` run with the *exact*
 validation accuracy (no score noise: the landscape stores the accuracy's seed-to-seed spread, and the score
-noise a private search adds is folded into ``std`` analytically, see :func:`build_landscape`). Jobs run in a
-process pool (one torch thread per worker) and every finished job is appended to a JSON-lines checkpoint, so an
-interrupted build resumes where it stopped. A run that diverges (NaN) scores 0.0, the worst accuracy, as the
-tuner would treat it.
+noise a private search adds is folded into ``std`` analytically, see :func:`build_landscape`). Jobs run in the
+project's worker pool (:class:`~dphypo.executors.ProcessExecutor`: one torch thread per worker, and workers that
+exit with their parent, even after ``kill -9``) and every finished job is appended to a JSON-lines checkpoint, so
+an interrupted build resumes where it stopped. Every option, the output path and the presence of the data files
+are checked before the checkpoint is written or any job starts (:func:`check_build`). A run that diverges (NaN)
+scores 0.0, the worst accuracy, as the tuner would treat it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import math
-import multiprocessing
+import numbers
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ import numpy as np
 
 from dphypo.landscapes import Landscape, save_landscape
 
-__all__ = ["BuildSpec", "build_landscape", "paper_grid", "parse_grid"]
+__all__ = ["BuildSpec", "build_landscape", "check_build", "paper_grid", "parse_grid"]
 
 #: Score recorded for a run that failed because of the data (privacy rule 5: failed runs score worst).
 FAILED_SCORE = 0.0
@@ -65,6 +67,16 @@ class BuildSpec:
     data_seed: int = 0
 
     def __post_init__(self) -> None:
+        from dphypo.train.data import DATASETS
+
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
+        if not (_is_real(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         for name in ("lr_grid", "clip_grid"):
             values = tuple(float(v) for v in getattr(self, name))
             if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
@@ -72,9 +84,9 @@ class BuildSpec:
             if not all(math.isfinite(v) and v > 0 for v in values):
                 raise ValueError(f"{name} values must be finite and > 0, got {values!r}")
             object.__setattr__(self, name, values)
-        if not (isinstance(self.seeds, int) and self.seeds >= 1):
+        if not (isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds >= 1):
             raise ValueError(f"seeds must be a positive integer, got {self.seeds!r}")
-        if not (math.isfinite(self.score_noise) and self.score_noise >= 0):
+        if not (_is_real(self.score_noise) and self.score_noise >= 0):
             raise ValueError(f"score_noise must be a finite number >= 0, got {self.score_noise!r}")
 
     def digest(self) -> str:
@@ -84,6 +96,70 @@ class BuildSpec:
     @property
     def shape(self) -> tuple[int, int]:
         return (len(self.lr_grid), len(self.clip_grid))
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | None = None) -> Path:
+    """Check a build before anything is written or trained: the output path, the workers, the model and the
+    presence of the data files (nothing is read). :func:`build_landscape` calls it first.
+
+    Args:
+        spec: What to build (its fields are checked when it is created).
+        out: Output path; it must end in ``.npz`` and must not be a directory.
+        workers: Processes, a positive integer or None.
+
+    Returns:
+        ``out`` as a Path.
+
+    Raises:
+        ValueError: Any invalid option, with the parameter's name (a missing dataset: a
+            :class:`~dphypo.train.data.DataNotFoundError`).
+    """
+    from dphypo.train.data import DATASET_INPUT_SHAPES, check_dataset_files
+
+    if isinstance(out, str) and out.endswith(("/", os.sep)):
+        raise ValueError(f"out must be a file name ending in .npz, got the directory path {out!r}")
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise ValueError(f"out must be a file name ending in .npz (the landscape is an npz archive), got {str(out)!r}")
+    if out.is_dir():
+        raise ValueError(f"out must be a file, got the directory {str(out)!r}")
+    for folder in (out.parent, *out.parent.parents):  # the first existing ancestor must be a writable directory
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"out must be inside a directory, but {str(folder)!r} is a file")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ValueError(f"out: cannot write to the directory {str(folder)!r}")
+            break
+    if _checkpoint_path(out).is_dir():
+        raise ValueError(f"out: the checkpoint path {str(_checkpoint_path(out))!r} is a directory")
+    if workers is not None and not (
+        isinstance(workers, numbers.Integral) and not isinstance(workers, bool) and workers >= 1
+    ):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS
+
+    if spec.model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {spec.model!r}")
+    if MODEL_INPUT_SHAPES[spec.model] != DATASET_INPUT_SHAPES[spec.dataset]:
+        raise ValueError(
+            f"model {spec.model!r} takes inputs {MODEL_INPUT_SHAPES[spec.model]} but dataset {spec.dataset!r} has "
+            f"{DATASET_INPUT_SHAPES[spec.dataset]}"
+        )
+    check_dataset_files(spec.dataset, spec.data_dir)
+    return out
+
+
+def _job_item(spec: BuildSpec, job: tuple[int, int, int]) -> dict[str, Any]:
+    """:func:`_job` on one ``(lr index, clip index, seed)`` (the form an executor calls)."""
+    return _job(spec, *job)
 
 
 def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str, Any]:
@@ -121,22 +197,33 @@ def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str
 
 
 def _read_checkpoint(path: Path, digest: str) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """Finished jobs of the checkpoint at ``path``; a checkpoint without any finished job is discarded (it holds no
+    work), one of a different build with finished jobs is refused."""
     done: dict[tuple[int, int, int], dict[str, Any]] = {}
     if not path.exists():
         return done
     with path.open() as fh:
-        header = json.loads(fh.readline() or "{}")
-        if header.get("digest") != digest:
-            raise ValueError(
-                f"checkpoint {path} belongs to a different build (spec digest {header.get('digest')!r}, "
-                f"expected {digest!r}); remove it or change --out"
-            )
+        try:
+            header = json.loads(fh.readline() or "{}")
+        except json.JSONDecodeError:
+            header = {}
         for line in fh:
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a crash: that job is simply redone
+                key = (rec["lr"], rec["clip"], rec["seed"])
+            except (json.JSONDecodeError, KeyError, TypeError):  # a line cut by a crash: that job is simply redone
                 continue
-            done[(rec["lr"], rec["clip"], rec["seed"])] = rec
+            done[key] = rec
+    if not isinstance(header, dict) or header.get("digest") != digest:
+        if not done:
+            path.unlink()
+            return done
+        found = header.get("digest") if isinstance(header, dict) else None
+        raise ValueError(
+            f"checkpoint {path} belongs to a different build (spec digest {found!r}, expected {digest!r}) and "
+            f"holds {len(done)} finished run(s); rerun with that build's options to resume it, or remove it or "
+            "change --out"
+        )
     return done
 
 
@@ -155,14 +242,20 @@ def build_landscape(
     Args:
         spec: What to build.
         out: Output ``.npz`` path; the checkpoint ``<out>.partial.jsonl`` is kept until the build completes.
-        workers: Processes (default: all cores).
+        workers: Processes (default: all cores; 1 runs the jobs in this process).
         progress: Called with (jobs done, jobs total).
 
     Returns:
         The landscape (also saved to ``out``).
+
+    Raises:
+        ValueError: An invalid option, output path or missing data (see :func:`check_build`), raised before
+            anything is written.
     """
-    out = Path(out)
-    checkpoint = out.with_name(out.name + ".partial.jsonl")
+    from dphypo.executors import executor_scope
+
+    out = check_build(spec, out, workers=workers)
+    checkpoint = _checkpoint_path(out)
     digest = spec.digest()
     done = _read_checkpoint(checkpoint, digest)
     jobs = [
@@ -182,15 +275,9 @@ def build_landscape(
             if progress is not None:
                 progress(len(done), total)
 
-        if (workers or os.cpu_count() or 1) == 1:
-            for job in jobs:
-                record(_job(spec, *job))
-        else:
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers or os.cpu_count(), mp_context=context) as pool:
-                futures = [pool.submit(_job, spec, *job) for job in jobs]
-                for future in as_completed(futures):
-                    record(future.result())
+        # The project's pool (dphypo._worker_pool): spawned workers that exit with this process, even after kill -9.
+        with executor_scope(None, workers=workers) as executor:
+            executor.run(functools.partial(_job_item, spec), jobs, on_result=lambda _, rec: record(rec))
     landscape = _tabulate(spec, done, wall_seconds=time.time() - started)
     save_landscape(landscape, out)
     checkpoint.unlink()
@@ -243,13 +330,57 @@ def paper_grid() -> tuple[tuple[float, ...], tuple[float, ...]]:
     return tuple(axes["lr"].tolist()), tuple(axes["clip"].tolist())
 
 
-def parse_grid(text: str) -> tuple[float, ...]:
-    """``"1e-4:10:16:log"`` (low:high:num:scale) or a comma list ``"0.1,0.5,1"`` → grid values."""
+def parse_grid(text: str, option: str = "grid") -> tuple[float, ...]:
+    """``"1e-4:10:16:log"`` (low:high:num:scale) or a comma list ``"0.1,0.5,1"`` → grid values.
+
+    Computed values are rounded to 12 significant digits (:func:`dphypo.space.clean_values`), so ``0.3:6:20:linear``
+    holds 2.1, not 2.0999999999999996.
+
+    Args:
+        text: The grid as typed.
+        option: How errors name it (e.g. ``"--lr-grid"``).
+
+    Returns:
+        At least two strictly increasing, finite values.
+
+    Raises:
+        ValueError: A one-line message naming ``option`` for anything else.
+    """
+    from dphypo.space import clean_values
+
+    usage = "low:high:num:log|linear (e.g. 1e-4:10:16:log) or a comma list (e.g. 0.1,0.5,1)"
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{option} is empty; give {usage}, got {text!r}")
     if ":" in text:
-        parts = text.split(":")
+        parts = [part.strip() for part in text.split(":")]
         if len(parts) != 4 or parts[3] not in ("log", "linear"):
-            raise ValueError(f"grid must be 'low:high:num:log|linear' or a comma list, got {text!r}")
-        low, high, num = float(parts[0]), float(parts[1]), int(parts[2])
+            raise ValueError(f"{option} must be {usage}, got {text!r}")
+        try:
+            low, high = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise ValueError(f"{option}: low and high must be numbers, got {text!r}") from None
+        try:
+            num = int(parts[2])
+        except ValueError:
+            raise ValueError(f"{option}: num must be an integer >= 2, got {parts[2]!r} in {text!r}") from None
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"{option}: low and high must be finite, got {text!r}")
+        if num < 2:
+            raise ValueError(f"{option}: num must be an integer >= 2 (a grid needs two values), got {num} in {text!r}")
+        if low >= high:
+            raise ValueError(f"{option}: low must be < high, got {text!r}")
+        if parts[3] == "log" and low <= 0:
+            raise ValueError(f"{option}: a log grid needs low > 0, got {text!r}")
         values = np.geomspace(low, high, num) if parts[3] == "log" else np.linspace(low, high, num)
-        return tuple(float(f"{v:.12g}") for v in values)
-    return tuple(float(v) for v in text.split(","))
+        cleaned = list(clean_values(values))
+        cleaned[0], cleaned[-1] = low, high
+        return tuple(cleaned)
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{option} must be {usage}, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{option} values must be finite, got {text!r}")
+    if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+        raise ValueError(f"{option} must list at least 2 strictly increasing values, got {text!r}")
+    return values

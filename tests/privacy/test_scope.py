@@ -63,7 +63,7 @@ def test_a_training_only_profile_beside_a_curve_with_the_score_release_is_refuse
 
     with_score = compose(BASE, gaussian_rdp(10.0))  # training + noisy score count
     training_only = dpsgd_profile(1.0, 0.01, 1000, discretization=1e-3)
-    with pytest.raises(ValueError, match="same mechanism.*Gaussian.*profile covers DP-SGD"):
+    with pytest.raises(ValueError, match=r"same mechanism.*Gaussian.*profile covers DP-SGD"):
         account(with_score, SearchPrivacy(geometric(0.1)), 1e-5, profile=training_only)
     # the matching pair is accepted, and the profile bound is used
     report = account(BASE, SearchPrivacy(geometric(0.1)), 1e-5, profile=training_only)
@@ -78,7 +78,7 @@ def test_a_profile_of_unknown_mechanism_is_refused() -> None:
     with pytest.raises(ValueError, match="curve covers unknown"):
         account(custom_rdp(BASE.orders, BASE.epsilons), search, 1e-5, profile=GaussianProfile(2.0))
     unknown = DiscreteProfile(np.array([0.6, 0.4]), np.array([0.4, 0.6]))
-    with pytest.raises(ValueError, match="the curve covers Gaussian.*profile covers unknown"):
+    with pytest.raises(ValueError, match=r"the curve covers Gaussian.*profile covers unknown"):
         account(gaussian_rdp(2.0), search, 1e-5, profile=unknown)
     # the same user-chosen name on both sides (GaussianProfile's key) is accepted
     named = custom_rdp(BASE.orders, gaussian_rdp(2.0).epsilons, mechanism="Gaussian(sensitivity=1.0, sigma=2.0)")

@@ -26,6 +26,7 @@ from dphypo.privacy import (
     dpsgd_rdp,
     epsilon_from_rdp,
     gaussian_rdp,
+    tuning_rdp,
     zero_rdp,
 )
 from dphypo.privacy.binomial import Binomial
@@ -204,12 +205,14 @@ def test_variant1_increases_with_q_and_beats_the_baseline() -> None:
     assert report.epsilon < report.full_data_epsilon
 
 
-def test_adaptive_tnb_uses_dphypo_theorem1_and_other_families_are_refused() -> None:
+def test_adaptive_tnb_uses_theorem_a_and_other_families_are_refused() -> None:
     candidate = dpsgd_rdp(1.0, 0.01, 1000, orders=accounting_orders(64))
     adaptive = SearchPrivacy(TruncatedNegativeBinomial.from_mean(1.0, 10.0), 2.0, 0.5)
     curve, theorem = tuning_curve(candidate, adaptive, max_order=64)
-    assert theorem == "DP-HyPO Theorem 1"
-    reference = dphypo_theorem1(candidate, adaptive.run_count, 2.0, 0.5).curve
+    assert theorem.startswith("Theorem A (docs/proofs/adaptive.md")  # the proven default for C > c
+    reference = tuning_rdp(candidate, adaptive.run_count, 2.0, 0.5).curve
+    published = dphypo_theorem1(candidate, adaptive.run_count, 2.0, 0.5).curve
+    assert np.all(reference.epsilons <= published.epsilons)
     np.testing.assert_allclose(curve.epsilons, reference.epsilons[np.isin(reference.orders, curve.orders)])
     report = subsampled_tuning(candidate, adaptive, 0.1, 1, 1e-5, max_order=64)
     assert math.isfinite(report.epsilon)

@@ -214,3 +214,30 @@ def test_missing_files_say_what_is_expected(tmp_path: Path, name: str) -> None:
     with pytest.raises(FileNotFoundError, match=r"missing .*expected") as info:
         load_dataset(name, data_dir=tmp_path)
     assert ("data_batch_1" if name == "cifar10" else "train-images-idx3-ubyte") in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist", "cifar10"])
+def test_missing_data_is_a_value_error_naming_data_dir(tmp_path: Path, name: str) -> None:
+    # The CLI reports ValueErrors as one line; a missing dataset is a bad --data-dir, not a crash (issue #12).
+    from dphypo.train.data import DataNotFoundError, check_dataset_files
+
+    for data_dir in (None, tmp_path, tmp_path / "absent"):
+        for call in (load_dataset, check_dataset_files):
+            with pytest.raises(ValueError, match="--data-dir") as info:
+                call(name, data_dir=data_dir)
+            assert isinstance(info.value, DataNotFoundError) and isinstance(info.value, FileNotFoundError)
+            assert "never downloads" in str(info.value)
+
+
+def test_check_dataset_files_reads_nothing(tmp_path: Path) -> None:
+    from dphypo.train.data import check_dataset_files
+
+    check_dataset_files("digits")
+    with pytest.raises(ValueError, match="name must be one of"):
+        check_dataset_files("imagenet")
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        (raw / stem).write_bytes(b"")  # present but empty: only presence is checked, nothing is read
+    check_dataset_files("mnist", tmp_path)

@@ -31,7 +31,9 @@ Modules (everything public is re-exported here; import from ``dphypo.privacy.aud
 * :mod:`~dphypo.privacy.audit.generate`: random instances and base-mechanism constructions
   (:func:`random_instance`);
 * :mod:`~dphypo.privacy.audit.lemma`: Lemma A.5's first display checked pointwise (:func:`lemma_a5_check`,
-  :class:`LemmaA5Check`).
+  :class:`LemmaA5Check`);
+* :mod:`~dphypo.privacy.audit.flag`: the three-candidate "flag" lower-bound construction of
+  ``docs/proofs/adaptive.md`` (Section 8), not re-exported (import it from its module).
 
 The tolerances (``FLOAT_SLACK``, ``VIOLATION_RTOL``, ``VIOLATION_ATOL``, ``DENSITY_ATOL``) and the type
 aliases ``Verdict`` and ``RunCount`` are importable from here too (explicit ``X as X`` re-exports, not in
