@@ -122,7 +122,7 @@ def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | 
         ValueError: Any invalid option, with the parameter's name (a missing dataset: a
             :class:`~dphypo.train.data.DataNotFoundError`).
     """
-    from dphypo.train.data import DATASET_INPUT_SHAPES, check_dataset_files
+    from dphypo.train.data import check_dataset_files
 
     if isinstance(out, str) and out.endswith(("/", os.sep)):
         raise ValueError(f"out must be a file name ending in .npz, got the directory path {out!r}")
@@ -144,15 +144,9 @@ def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | 
         isinstance(workers, numbers.Integral) and not isinstance(workers, bool) and workers >= 1
     ):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS
+    from dphypo.train.models import check_model_for_dataset
 
-    if spec.model not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {spec.model!r}")
-    if MODEL_INPUT_SHAPES[spec.model] != DATASET_INPUT_SHAPES[spec.dataset]:
-        raise ValueError(
-            f"model {spec.model!r} takes inputs {MODEL_INPUT_SHAPES[spec.model]} but dataset {spec.dataset!r} has "
-            f"{DATASET_INPUT_SHAPES[spec.dataset]}"
-        )
+    check_model_for_dataset(spec.model, spec.dataset)
     check_dataset_files(spec.dataset, spec.data_dir)
     return out
 

@@ -131,3 +131,20 @@ def default_model(dataset_name: str) -> str:
     if dataset_name not in _DEFAULTS:
         raise ValueError(f"dataset_name must be one of {', '.join(_DEFAULTS)}; got {dataset_name!r}")
     return _DEFAULTS[dataset_name]
+
+
+def check_model_for_dataset(model: str, dataset: str) -> None:
+    """Refuse an unknown model, or one whose input shape is not the dataset's (one line, naming both).
+
+    Raises:
+        ValueError: The model is unknown or does not take the dataset's images.
+    """
+    from dphypo.train.data import DATASET_INPUT_SHAPES
+
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    if MODEL_INPUT_SHAPES[model] != DATASET_INPUT_SHAPES[dataset]:
+        raise ValueError(
+            f"model {model!r} takes inputs {MODEL_INPUT_SHAPES[model]} but dataset {dataset!r} has "
+            f"{DATASET_INPUT_SHAPES[dataset]}"
+        )

@@ -29,8 +29,8 @@ import torch  # noqa: E402  (after the thread limit, on purpose)
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
-from dphypo.train.data import DATASET_INPUT_SHAPES, DATASETS, DataSubset, Splits, load_dataset  # noqa: E402
-from dphypo.train.models import MODEL_INPUT_SHAPES, MODELS, default_model, make_model  # noqa: E402
+from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset  # noqa: E402
+from dphypo.train.models import check_model_for_dataset, default_model, make_model  # noqa: E402
 from dphypo.train.private import (  # noqa: E402
     INIT_STREAM,
     SAMPLING_STREAM,
@@ -232,13 +232,7 @@ class DPSGDObjective:
             raise ValueError(f"dataset must be one of {', '.join(DATASETS)}; got {self.dataset!r}")
         if self.model is None:
             object.__setattr__(self, "model", default_model(self.dataset))
-        if self.model not in MODELS:
-            raise ValueError(f"model must be one of {', '.join(MODELS)}; got {self.model!r}")
-        if MODEL_INPUT_SHAPES[self.model] != DATASET_INPUT_SHAPES[self.dataset]:
-            raise ValueError(
-                f"model {self.model!r} takes inputs {MODEL_INPUT_SHAPES[self.model]} but dataset {self.dataset!r} "
-                f"has {DATASET_INPUT_SHAPES[self.dataset]}"
-            )
+        check_model_for_dataset(str(self.model), self.dataset)
         if self.plan is not None and not isinstance(self.plan, DPSGDPlan):
             raise TypeError(f"plan must be a DPSGDPlan or None, got {self.plan!r}")
         if self.optimizer not in OPTIMIZERS:
