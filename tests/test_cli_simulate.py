@@ -76,7 +76,7 @@ def test_black_box_table2_prints_epsilon_beside_utility(capsys, tmp_path) -> Non
     assert "| setting |" in Path(f"{prefix}.md").read_text()
 
 
-def test_white_box_pair_costs_the_same_total_epsilon(capsys) -> None:
+def test_white_box_pair_costs_at_most_the_budget(capsys) -> None:
     argv = (
         f"simulate --landscape {DIGITS_UNIFORM} --gp-landscape {DIGITS_GP} --strategy uniform --strategy gp "
         "--runs geometric --gamma 0.05 --repeats 2 --workers 1 --json"
@@ -85,9 +85,9 @@ def test_white_box_pair_costs_the_same_total_epsilon(capsys) -> None:
     uniform, gp = payload["results"]
     assert uniform["landscape"] == DIGITS_UNIFORM and gp["landscape"] == DIGITS_GP
     assert (uniform["C"], uniform["c"], gp["C"], gp["c"]) == (1.0, 1.0, 2.0, 0.75)
-    assert uniform["epsilon"] == pytest.approx(8.0, abs=2e-3) and gp["epsilon"] == pytest.approx(
-        8.0, abs=2e-3
-    )
+    # uniform: 8.0; the GP landscape was calibrated to 8.0 under the published Theorem 1, and the proven Theorem A
+    # (default) charges it 7.815: the GP arm is not cheaper to run than the budget says.
+    assert uniform["epsilon"] == pytest.approx(8.0, abs=2e-3) and gp["epsilon"] == pytest.approx(7.8151, abs=2e-3)
     assert payload["study"]["name"] == "white-box" and payload["delta"] == 1e-5
 
 

@@ -61,10 +61,14 @@ def test_landscape_plan_is_the_plan_the_landscapes_were_built_with() -> None:
 def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
     """README: each landscape's σ meets total ε = 8 (E[T] = 20) for the search it was built for."""
     setting = Setting("E[T]=20", run_count=geometric(0.05))
-    for path, (C, c) in [(DIGITS_UNIFORM, (1.0, 1.0)), (DIGITS_GP, (2.0, 0.75)), (MNIST, (1.0, 1.0))]:
+    for path, (C, c) in [(DIGITS_UNIFORM, (1.0, 1.0)), (MNIST, (1.0, 1.0))]:
         eps, note = arm_epsilon(load_landscape(path), setting, C, c, 1e-5)
         assert note == "" and eps == pytest.approx(8.0, abs=2e-3), path
         assert eps <= 8.0  # calibrate_sigma rounds σ up: the budget is met, not exceeded
+    # The GP landscape's σ was calibrated with DP-HyPO Theorem 1 as published (8.0); the proven Theorem A, now the
+    # accountant's default, charges it less (computed: 7.815), so a white-box GP arm is over-noised, not cheated.
+    eps, note = arm_epsilon(load_landscape(DIGITS_GP), setting, 2.0, 0.75, 1e-5)
+    assert note == "" and eps == pytest.approx(7.8151, abs=2e-3)
     # the GP landscape used by a *uniform* search is cheaper; the uniform one used adaptively is dearer
     assert arm_epsilon(load_landscape(DIGITS_GP), setting, 1.0, 1.0, 1e-5)[0] < 7.5
     assert arm_epsilon(load_landscape(DIGITS_UNIFORM), setting, 2.0, 0.75, 1e-5)[0] > 9.0

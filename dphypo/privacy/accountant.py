@@ -409,6 +409,7 @@ def calibrate_sigma(
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
     max_lost: int = 0,
+    adaptive_theorem: str = "A",
 ) -> CalibrationResult:
     """The smallest noise multiplier σ (to ``rtol``) whose search meets a total (ε, δ) target.
 
@@ -427,6 +428,7 @@ def calibrate_sigma(
         rtol: Relative tolerance on σ.
         sigma_bounds: Smallest and largest σ considered.
         max_lost: Lost attempts charged up front (:attr:`PrivacyConfig.max_lost`).
+        adaptive_theorem: The bound for C > c (:attr:`PrivacyConfig.adaptive_theorem`; default the proven Theorem A).
 
     Returns:
         The calibration.
@@ -444,7 +446,8 @@ def calibrate_sigma(
 
     def report_at(sigma: float) -> PrivacyReport:
         profile = _profile_at(profile_for_sigma, sigma)
-        return PrivacyConfig(search, curve_for_sigma(sigma), delta, profile=profile, max_lost=max_lost).account()
+        return PrivacyConfig(search, curve_for_sigma(sigma), delta, profile=profile, max_lost=max_lost,
+                             adaptive_theorem=adaptive_theorem).account()
 
     def epsilon_at(sigma: float) -> float:
         nonlocal evaluations
@@ -454,9 +457,11 @@ def calibrate_sigma(
     # The σ → ∞ limit: a data-independent candidate (zero RDP curve); binomial T has only the profile route.
     if isinstance(search.run_count, Binomial):
         floor = account(curve_for_sigma(sigma_bounds[1]), search, delta,
-                        profile=_profile_at(profile_for_sigma, sigma_bounds[1])).epsilon
+                        profile=_profile_at(profile_for_sigma, sigma_bounds[1]),
+                        adaptive_theorem=adaptive_theorem).epsilon
     else:
-        floor = account(zero_rdp(curve_for_sigma(1.0).orders), search, delta).epsilon
+        floor = account(zero_rdp(curve_for_sigma(1.0).orders), search, delta, adaptive_theorem=adaptive_theorem
+                        ).epsilon
     if floor >= target_epsilon:
         raise CalibrationError(
             f"target epsilon={target_epsilon:g} is unreachable: with delta={delta:g} the search itself costs at "

@@ -1,8 +1,8 @@
 """The three-candidate "flag" construction: adaptivity provably costs privacy (pure numpy/scipy, no I/O).
 
-``docs/proofs/adaptive.md`` (section "Price of adaptivity") uses it as a lower bound: an adaptive search in
-S_{C,c}(π⁽⁰⁾) whose *exact* Rényi divergence exceeds the best bound any non-adaptive (uniform) analysis can give
-for candidates with the same per-candidate RDP curve. Scores ``0 < 1 < 2 < 3 < 4``:
+``docs/proofs/adaptive.md`` (Section 8, "The price of adaptivity") uses it as a lower bound: an adaptive search
+in S_{C,c}(π⁽⁰⁾) whose *exact* Rényi divergence exceeds Papernot & Steinke's non-adaptive bound (printed or in
+its sharper form) for candidates with the same per-candidate RDP curves. Scores ``0 < 1 < 2 < 3 < 4``:
 
 * a *probe* (candidate 0) emits the flag (score 1) with probability ``p`` on D and ``p′`` on D′, else 0;
 * a candidate *H* (1) emits a rare 3 with probability ``q`` on D and ``q′`` on D′, else 2;
