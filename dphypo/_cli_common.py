@@ -195,7 +195,7 @@ def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | Non
         table.add_row(key, value)
     table.add_row("  ε of one run", _fmt(report.base_epsilon))
     table.add_row("  + random repetition", _fmt(report.repetition_epsilon))
-    table.add_row("  + adaptivity log(C/c)", _fmt(report.adaptivity_epsilon))
+    table.add_row("  + adaptivity (C > c)", _fmt(report.adaptivity_epsilon))
     if report.charged_runs:
         table.add_row(f"  + up to {report.charged_runs} lost attempt(s), charged up front",
                       _fmt(report.charged_epsilon))

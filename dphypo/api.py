@@ -12,8 +12,8 @@ DP-HyPO loop. Your training function receives the calibrated plan through ``run`
 Calibration and the release use the minimum over every valid bound. For a uniform search (C = c = 1) the
 privacy profile of one whole run (the DP-SGD PLD composed with the Gaussian PLD of the score noise,
 :meth:`dphypo.train.DPSGDPlan.profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP
-accountant; adaptive searches (C > c) are accounted with RDP only (DP-HyPO Theorem 1: no profile bound is
-proven for them).
+accountant; adaptive searches (C > c) are accounted with RDP only (Theorem A of docs/proofs/adaptive.md: no
+profile bound is proven for them).
 
 With ``tune_fraction=q`` the search runs on a Poisson subsample X₁ only, and one final model is trained on X \\ X₁
 (variant 1) or X (variant 2) with the transferred learning rate (Koskela & Kulkarni 2023, :func:`tune`).
@@ -126,7 +126,7 @@ def tune(
     Why the accounting covers the scores: each tuning run's output is (model, noisy count of correct predictions
     on X₁'s validation records + N(0, ``score_noise``²)), and its per-run RDP curve is
     :meth:`~dphypo.train.DPSGDPlan.rdp` (DP-SGD on X₁'s training records composed with the sensitivity-1
-    Gaussian). So M_tune is a mechanism of X₁ alone, with the curve of DP-HyPO Theorem 1 / Papernot-Steinke
+    Gaussian). So M_tune is a mechanism of X₁ alone, with the curve of Theorem A (C > c) / Papernot-Steinke
     (:func:`~dphypo.privacy.subsampled.tuning_curve`), exactly what KK Theorem 1 and the Zhu-Wang bound take. The
     final run is DP-SGD only (no score is released for it), accounted with its own plan's curve, which is
     data-independent, hence uniform over the transferred hyperparameters (KK App. C). Total ε: KK Theorem 1
