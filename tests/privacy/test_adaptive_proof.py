@@ -32,8 +32,8 @@ from dphypo.privacy.audit import (
     FixedT,
     UpdateRule,
     audit_instance,
-    automaton_rule,
     lemma_a5_check,
+    lemma_a5_counterexample,
     output_distribution,
     random_instance,
     uniform_rule,
@@ -384,26 +384,8 @@ def test_a_too_small_bound_is_flagged_on_the_closest_instance() -> None:
 
 
 # -- negative control: DP-HyPO Lemma A.5 ---------------------------------------------------------------------
-def _lemma_a5_counterexample() -> tuple[UpdateRule, np.ndarray, np.ndarray, float, float]:
-    """λ0 scores mid or top, λ1 scores low; favour λ0 until the best reaches (λ0, mid), then λ1."""
-    probs = np.array([[1e-6, 0.5 - 5e-7, 0.5 - 5e-7], [1 - 2e-6, 1e-6, 1e-6]])
-    prior, C, c = np.array([0.5, 0.5]), 1.5, 0.5
-    favour0 = vertex_density(np.array([0, 1]), prior, C, c)
-    favour1 = vertex_density(np.array([1, 0]), prior, C, c)
-
-    def step(key: object, o: int) -> int:
-        return max(-1 if key == "start" else int(key), o)  # type: ignore[call-overload]
-
-    def density(key: object) -> np.ndarray:
-        if key == "start":
-            return prior.copy()
-        return favour0 if int(key) < 2 else favour1  # type: ignore[call-overload]
-
-    return automaton_rule("best-switch", "start", step, density, 6), probs, prior, C, c
-
-
 def test_lemma_a5_counterexample_fails_the_paper_step_but_not_theorem_a() -> None:
-    rule, probs, prior, C, c = _lemma_a5_counterexample()
+    rule, probs, prior, C, c = lemma_a5_counterexample()
     run_count = geometric(0.1)
     check = lemma_a5_check(rule, probs, prior, run_count, C, c)
     # The paper's claimed bound A(o) ≤ f(P⁺(≤o)) − f(P⁺(<o)) fails: 0.2201 > 0.1810.

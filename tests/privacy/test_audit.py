@@ -18,6 +18,7 @@ import pytest
 
 from dphypo.privacy import TruncatedNegativeBinomial, dphypo_theorem1, dphypo_theorem2, geometric, logarithmic
 from dphypo.privacy.audit import (
+    LEMMA_A5_TARGET,
     AuditInstance,
     BaseMechanisms,
     FixedT,
@@ -27,6 +28,7 @@ from dphypo.privacy.audit import (
     automaton_rule,
     history_rule,
     lemma_a5_check,
+    lemma_a5_counterexample,
     lookup_table_rule,
     max_divergence_bounds,
     output_distribution,
@@ -266,23 +268,8 @@ def test_uniform_search_close_to_the_bound_and_a_smaller_bound_is_flagged() -> N
 
 # -- the proof's Lemma A.5 -----------------------------------------------------------------------------------
 def test_lemma_a5_first_display_is_false_but_corrected_bounds_hold() -> None:
-    # λ0 scores mid or top (never low), λ1 scores low. Rule: before the best reaches (λ0, mid) favour λ0,
-    # after it favour λ1 (which cannot beat it). Then A(o) exceeds the paper's f(P⁺(≤o)) − f(P⁺(<o)).
-    probs = np.array([[1e-6, 0.5 - 5e-7, 0.5 - 5e-7], [1 - 2e-6, 1e-6, 1e-6]])
-    prior, C, c = np.array([0.5, 0.5]), 1.5, 0.5
-    target = 2  # o = y·L + λ = (λ0, mid)
-    favour0 = vertex_density(np.array([0, 1]), prior, C, c)
-    favour1 = vertex_density(np.array([1, 0]), prior, C, c)
-
-    def step(key: object, o: int) -> int:
-        return max(-1 if key == "start" else int(key), o)  # type: ignore[call-overload]
-
-    def density(key: object) -> np.ndarray:
-        if key == "start":
-            return prior.copy()
-        return favour0 if int(key) < target else favour1  # type: ignore[call-overload]
-
-    rule = automaton_rule("best-switch", "start", step, density, 6)
+    rule, probs, prior, C, c = lemma_a5_counterexample()
+    target = LEMMA_A5_TARGET
     check = lemma_a5_check(rule, probs, prior, geometric(0.1), C, c)
     assert check.exact.lower[target] > check.paper_upper[target] * 1.1
     assert check.paper_refuted and check.corrected_holds

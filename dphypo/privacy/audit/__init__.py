@@ -64,7 +64,7 @@ from dphypo.privacy.audit._instance import (
 from dphypo.privacy.audit._instance import DENSITY_ATOL as DENSITY_ATOL
 from dphypo.privacy.audit._instance import RunCount as RunCount
 from dphypo.privacy.audit.generate import random_instance
-from dphypo.privacy.audit.lemma import LemmaA5Check, lemma_a5_check
+from dphypo.privacy.audit.lemma import LEMMA_A5_TARGET, LemmaA5Check, lemma_a5_check, lemma_a5_counterexample
 from dphypo.privacy.audit.rules import (
     adversarial_rule,
     automaton_rule,
@@ -77,6 +77,7 @@ from dphypo.privacy.audit.rules import (
 
 __all__ = [
     "AUDIT_ORDERS",
+    "LEMMA_A5_TARGET",
     "AuditInstance",
     "AuditResult",
     "BaseMechanisms",
@@ -89,6 +90,7 @@ __all__ = [
     "automaton_rule",
     "history_rule",
     "lemma_a5_check",
+    "lemma_a5_counterexample",
     "lookup_table_rule",
     "max_divergence_bounds",
     "output_distribution",

@@ -13,7 +13,7 @@ import numpy as np
 
 from dphypo.privacy.audit._engine import VIOLATION_ATOL, OutputInterval, output_distribution
 from dphypo.privacy.audit._instance import UpdateRule
-from dphypo.privacy.audit.rules import vertex_density
+from dphypo.privacy.audit.rules import automaton_rule, vertex_density
 from dphypo.privacy.distributions import TruncatedNegativeBinomial
 
 
@@ -101,3 +101,30 @@ def lemma_a5_check(
         bounds["pl"][o] = f(cc) - f(a)
         bounds["cl"][o] = f(min(a + b, 1.0)) - f(a)
     return LemmaA5Check(exact, bounds["pu"], bounds["pl"], bounds["cu"], bounds["cl"])
+
+
+#: The output (y·L + λ = (λ0, mid)) at which :func:`lemma_a5_counterexample` breaks the paper's first display.
+LEMMA_A5_TARGET = 2
+
+
+def lemma_a5_counterexample() -> tuple[UpdateRule, np.ndarray, np.ndarray, float, float]:
+    """An exact instance on which DP-HyPO Lemma A.5's first display fails (``(rule, probs, prior, C, c)``).
+
+    λ0 scores mid or top (never low), λ1 scores low. Before the best output reaches (λ0, mid) the rule favours
+    λ0, after it λ1 (which cannot beat it): the release probability of (λ0, mid) then exceeds the paper's
+    ``f(P⁺(≤o)) − f(P⁺(<o))``, because ``P⁺(≤o) = P⁺(<o) + P⁺(o)`` fails for suprema over S_{C,c}.
+    """
+    probs = np.array([[1e-6, 0.5 - 5e-7, 0.5 - 5e-7], [1 - 2e-6, 1e-6, 1e-6]])
+    prior, C, c = np.array([0.5, 0.5]), 1.5, 0.5
+    favour0 = vertex_density(np.array([0, 1]), prior, C, c)
+    favour1 = vertex_density(np.array([1, 0]), prior, C, c)
+
+    def step(key: object, o: int) -> int:
+        return max(-1 if key == "start" else int(key), o)  # type: ignore[call-overload]
+
+    def density(key: object) -> np.ndarray:
+        if key == "start":
+            return prior.copy()
+        return favour0 if int(key) < LEMMA_A5_TARGET else favour1  # type: ignore[call-overload]
+
+    return automaton_rule("best-switch", "start", step, density, 6), probs, prior, C, c
