@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +250,9 @@ class Tuner:
                 recorder=recorder,
             )
             best = best_trial(trials, self.direction)
+            if trials and all(t.failed for t in trials):  # visible in the release anyway (no finite score)
+                warnings.warn("every run of the search failed, so the release has no score; the reasons are in "
+                              "result.history.trials[i].error (curator-only)", RuntimeWarning, stacklevel=2)
             report = self.privacy.account()  # max_lost charged up front, whatever was actually lost
             release = Release(
                 params=None if best is None else dict(trials[best].params),

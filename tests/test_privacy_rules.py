@@ -97,11 +97,14 @@ def test_two_default_searches_draw_different_T_and_noise() -> None:
     privacy = PrivacyConfig(SearchPrivacy(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
     space = SearchSpace({"x": Grid([i / 9 for i in range(10)])})
     tuners = [Tuner(lambda p, r: float(r.rng.normal()), space, privacy) for _ in range(2)]
-    t_streams = [[t.draw_run_count() for _ in range(1)] + [t.seed] for t in tuners]
-    assert t_streams[0] != t_streams[1]
+    assert tuners[0].seed != tuners[1].seed
+    # T's stream: 20 draws from each search's T stream (geometric, E[T] = 20) coincide only by a constant seed
+    t_draws = [[Tuner(lambda p, r: 0.0, space, privacy).draw_run_count() for _ in range(20)] for _ in range(2)]
+    assert t_draws[0] != t_draws[1]
     results = [t.run() for t in tuners]
     noise = [[trial.score for trial in r.history.trials] for r in results]
-    assert noise[0][: len(noise[1])] != noise[1][: len(noise[0])]
+    shortest = min(map(len, noise))
+    assert noise[0][:shortest] != noise[1][:shortest]
 
 
 def test_two_default_cli_searches_release_different_models(tmp_path, capsys) -> None:
@@ -210,3 +213,14 @@ def test_the_released_model_is_the_plain_module_not_opacus_wrapper() -> None:
 def test_a_search_through_the_api_does_not_repeat_torchs_backward_hook_warning(recwarn) -> None:
     test_the_released_model_is_the_plain_module_not_opacus_wrapper()
     assert not [w for w in recwarn if "Full backward hook" in str(w.message)]
+
+
+def test_a_misconfigured_objective_fails_every_run_and_the_curator_is_told() -> None:
+    privacy = PrivacyConfig(SearchPrivacy(geometric(0.3)), gaussian_rdp(4.0), 1e-5)
+
+    def broken(params: dict, run) -> float:
+        raise KeyError("learning_rate")  # a bug, not the data: still scored worst (it cannot be told apart)
+
+    with pytest.warns(RuntimeWarning, match="every run of the search failed"):
+        result = Tuner(broken, TINY_SPACE, privacy).run()
+    assert all(t.error == "KeyError: 'learning_rate'" for t in result.history.trials)

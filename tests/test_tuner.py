@@ -132,7 +132,8 @@ def test_data_failures_score_worst_and_are_not_retried() -> None:
 
 
 def test_all_failed_release_is_explicit() -> None:
-    result = Tuner(lambda p, r: float("nan"), SPACE, _privacy(), seed=0).run()
+    with pytest.warns(RuntimeWarning, match="every run of the search failed"):
+        result = Tuner(lambda p, r: float("nan"), SPACE, _privacy(), seed=0).run()
     assert math.isnan(result.release.score) and result.release.artifact is None
     assert result.release.params is not None
 
