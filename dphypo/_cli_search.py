@@ -11,10 +11,8 @@ from dphypo._cli_common import (
     DataDirOpt,
     DatasetOpt,
     JsonOpt,
-    LowerOpt,
     LrGridOpt,
     ModelOpt,
-    UpperOpt,
     app,
     option_names,
     out_console,
@@ -33,8 +31,13 @@ def tune_command(
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
     gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
     mean: Annotated[float | None, typer.Option("--mean", help="E[T] (default 20).")] = None,
-    C: UpperOpt = 2.0,
-    c: LowerOpt = 0.75,
+    C: Annotated[
+        float | None, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 of the gp strategy (default 2).")
+    ] = None,
+    c: Annotated[
+        float | None,
+        typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] of the gp strategy (default 0.75)."),
+    ] = None,
     tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ.")] = 0.1,
     beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total ε of the search (default 8).")] = None,

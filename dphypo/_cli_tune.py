@@ -18,6 +18,8 @@ from dphypo._cli_common import _report_table, out_console
 
 #: Total ε of the default search.
 DEFAULT_EPSILON = 8.0
+#: Density-ratio bounds of the default GP search (DP-HyPO §4's C = 2, c = 0.75).
+DEFAULT_C, DEFAULT_LOWER_C = 2.0, 0.75
 #: Default E[T] when no run-count parameter is given.
 DEFAULT_MEAN_RUNS = 20.0
 
@@ -159,6 +161,11 @@ def _check_options_and_paths(o: dict[str, Any]) -> None:
     if o["score_noise"] is not None:
         raise ValueError("--score-noise was renamed --score-noise-accuracy (the std of the noise on the validation "
                          "accuracy; dphypo.tune's score_noise is the same noise in counts, i.e. times n_val)")
+    if o["strategy"] == "uniform" and (o["C"], o["c"]) not in ((None, None), (1.0, 1.0)):
+        raise ValueError("--strategy uniform never adapts (C = c = 1 is what it is accounted with): drop --C/--c, "
+                         "or use --strategy gp")
+    o["C"] = DEFAULT_C if o["C"] is None else o["C"]
+    o["c"] = DEFAULT_LOWER_C if o["c"] is None else o["c"]
     if o["runs"] == "binomial":
         raise ValueError("--runs binomial is for `dphypo account`/`calibrate` only; tune takes negbin, geometric, "
                          "logarithmic or poisson")

@@ -141,6 +141,7 @@ def test_a_finished_journaled_search_may_rewrite_its_own_release(tmp_path, capsy
         (["--max-lost", "-1"], "--max-lost must be a non-negative integer"),
         (["--runs", "binomial"], "--runs binomial is for"),
         (["--secure-mode"], "secure_mode needs Opacus's CSPRNG package torchcsprng"),
+        (["--strategy", "uniform", "--C", "2"], "--strategy uniform never adapts"),
     ],
 )
 def test_bad_tune_options_fail_in_one_line_before_any_data(tmp_path, capsys, monkeypatch, extra, message) -> None:
