@@ -2,7 +2,7 @@
 
 Goals (issue 2): account < 0.5 s, calibrate < 5 s. Cold = first call in the process (includes dp_accounting's
 import and the per-step RDP computation); warm = a new σ on an already-imported accountant. Also runs the exact
-audit (`dphypo.privacy.audit`) on a sample and prints its count and worst ratio exact/bound.
+audit (`dphypo.testing.audit`) on a sample and prints its count and worst ratio exact/bound.
 
 Run: OMP_NUM_THREADS=1 python benchmarks/accounting.py [--audit-instances N]
 """
@@ -31,9 +31,9 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from dphypo.privacy import SearchPrivacy, account, calibrate_dpsgd_sigma, dpsgd_rdp, geometric
+    from dphypo.privacy import SearchSpec, account, calibrate_dpsgd_sigma, dpsgd_rdp, geometric
 
-    search = SearchPrivacy(geometric(0.01), 2.0, 0.75)
+    search = SearchSpec(geometric(0.01), 2.0, 0.75)
     report = account(dpsgd_rdp(0.71, Q, STEPS), search, DELTA)
     cold = time.perf_counter() - t0
     print(f"account, cold (import + RDP curve + Theorem 1): {cold:.3f} s -> epsilon={report.epsilon:.4f}")
@@ -60,7 +60,7 @@ def main() -> None:
     try:
         from dphypo.privacy import audit
     except ImportError:
-        print("audit: dphypo.privacy.audit not available")
+        print("audit: dphypo.testing.audit not available")
         return
     import numpy as np
 

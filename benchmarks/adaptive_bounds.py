@@ -54,7 +54,7 @@ FLAG_SHAPES = (
 
 def _exact_epsilon(instance, delta: float) -> float:
     """Rigorous lower bound on the search's ε at δ: smallest ε with δ_lower(ε) ≤ δ, both directions."""
-    from dphypo.privacy.audit import output_distribution
+    from dphypo.testing.audit import output_distribution
 
     law = output_distribution(instance.rule, instance.base.probs, instance.run_count, max_steps=40_000)
     law_p = output_distribution(instance.rule_on_prime, instance.base.probs_prime, instance.run_count, max_steps=40_000)
@@ -96,8 +96,8 @@ def _largest_scale(build, curve, hi: float = 1.0) -> float:
 def lower_bound(curve, run_count) -> tuple[float, float]:
     """Best exact ε(δ) of each family, scaled to the largest log-ratio the curve allows: (uniform randomized
     response, adaptive flag)."""
-    from dphypo.privacy.audit import AuditInstance, BaseMechanisms, uniform_rule
-    from dphypo.privacy.audit.flag import FlagParameters, flag_instance
+    from dphypo.testing.audit import AuditInstance, BaseMechanisms, uniform_rule
+    from dphypo.testing.audit.flag import FlagParameters, flag_instance
 
     best = 0.0
     # (1) one randomized-response candidate, uniform search: P = (1 − p, p), P′ = (1 − p′, p′), p′ = p·e^{−t·s}.
@@ -143,7 +143,7 @@ def search_flag(order: float, eps_cap: float, restarts: int = 3) -> None:
     from scipy import optimize
 
     from dphypo.privacy import geometric
-    from dphypo.privacy.audit.flag import FlagParameters, flag_excess, flag_instance
+    from dphypo.testing.audit.flag import FlagParameters, flag_excess, flag_instance
 
     run_count = geometric(0.05)
 
@@ -180,10 +180,10 @@ def main() -> None:
         search_flag(*args.search_flag)
         return
     t0 = time.perf_counter()
-    from dphypo.privacy import SearchPrivacy, account, dpsgd_rdp, geometric
-    from dphypo.privacy.accountant import smallest_sigma
+    from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
+    from dphypo.privacy.calibration import smallest_sigma
     from dphypo.train.data import load_dataset
-    from dphypo.train.private import DPSGDPlan
+    from dphypo.train.plan import DPSGDPlan
 
     splits = load_dataset("digits")
     n_val = len(splits.y_val)
@@ -191,7 +191,7 @@ def main() -> None:
     def digits_plan(sigma: float) -> DPSGDPlan:
         return DPSGDPlan.from_splits(splits, sigma=sigma, batch_size=64, epochs=10, score_noise=0.02 * n_val)
 
-    default_search = SearchPrivacy(geometric(1 / 20), C, c)
+    default_search = SearchSpec(geometric(1 / 20), C, c)
 
     def eps_published(sigma: float) -> float:
         return account(digits_plan(sigma).rdp(), default_search, DELTA, adaptive_theorem="published").epsilon
@@ -212,7 +212,7 @@ def main() -> None:
     for name, curve in settings.items():
         for mean in MEANS:
             run_count = geometric(1 / mean)
-            search = SearchPrivacy(run_count, C, c)
+            search = SearchSpec(run_count, C, c)
             published = account(curve, search, DELTA, adaptive_theorem="published").epsilon
             theorem_a = account(curve, search, DELTA).epsilon
             theorem_b = account(curve, search, DELTA, adaptive_theorem="B").epsilon

@@ -4,7 +4,7 @@ Run with one thread, e.g.::
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/audit.py --instances 1000 --seed 0
 
-1. ``--instances`` random instances (:func:`dphypo.privacy.audit.random_instance`): counts of
+1. ``--instances`` random instances (:func:`dphypo.testing.audit.random_instance`): counts of
    ok / inconclusive / violation, the worst ratio exact/bound (conservative: upper bound on the exact
    divergence over the theorem's bound, worst over orders, both directions and Theorem 2) with the
    instance, the ratio distribution for uniform (C = c) and adaptive (C > c) instances, the worst ratio
@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from dphypo.privacy.audit import (
+from dphypo.testing.audit import (
     AuditInstance,
     AuditResult,
     UpdateRule,

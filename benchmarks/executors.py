@@ -2,7 +2,7 @@
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/executors.py [--runs 16] [--workers 2] [--epochs 10]``
 
-The search is a :class:`~dphypo.tuner.Tuner` over a 4 x 4 grid of (lr, clip) with uniform sampling and
+The search is a :class:`~dphypo.search.tuner.Tuner` over a 4 x 4 grid of (lr, clip) with uniform sampling and
 ``batch_size=2`` (two candidates per projected density, whichever the executor, so every executor makes the
 same runs and releases the same one). T is drawn from Poisson(``--runs``) as in a real search; the benchmark
 picks the first seed whose T equals ``--runs`` (T is a function of the seed alone, no data involved). Each run
@@ -20,16 +20,18 @@ import argparse
 import os
 import time
 
-from dphypo._threads import limit_torch_threads
+import torch
 
-limit_torch_threads()
+from dphypo._threads import default_threads
 
-from dphypo.executors import Executor, make_executor  # noqa: E402
-from dphypo.privacy import PrivacyConfig, SearchPrivacy  # noqa: E402
-from dphypo.privacy.distributions import Poisson  # noqa: E402
+torch.set_num_threads(default_threads())  # this benchmark process: one thread unless DPHYPO_TORCH_THREADS
+
+from dphypo.privacy import PrivacyPlan, SearchSpec  # noqa: E402
+from dphypo.privacy.run_counts import Poisson  # noqa: E402
+from dphypo.search.execution import Executor, make_executor  # noqa: E402
+from dphypo.search.tuner import Tuner  # noqa: E402
 from dphypo.space import Grid, SearchSpace  # noqa: E402
 from dphypo.train import DPSGDObjective, DPSGDPlan, load_dataset  # noqa: E402
-from dphypo.tuner import Tuner  # noqa: E402
 
 
 def load() -> str:
@@ -41,7 +43,7 @@ def search(runs: int, epochs: int) -> Tuner:
     """A Tuner (without executor) whose drawn T equals ``runs``."""
     plan = DPSGDPlan.from_splits(load_dataset("digits"), sigma=1.0, batch_size=64, epochs=epochs, score_noise=5.0)
     space = SearchSpace({"lr": Grid((0.25, 0.5, 1.0, 2.0), scale="log"), "clip": Grid((0.25, 0.5, 1.0, 2.0))})
-    privacy = PrivacyConfig(SearchPrivacy(Poisson(runs), C=1.0, c=1.0), plan.rdp(), 1e-5)
+    privacy = PrivacyPlan(SearchSpec(Poisson(runs), C=1.0, c=1.0), plan.rdp(), 1e-5)
     objective = DPSGDObjective("digits", "digits-mlp", plan, device="cpu")
     for seed in range(10_000):
         tuner = Tuner(objective, space, privacy, plan=plan, seed=seed, batch_size=2)

@@ -45,15 +45,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from dphypo._threads import limit_torch_threads
+from dphypo._threads import default_threads
 
-limit_torch_threads()
+torch.set_num_threads(default_threads())  # this benchmark process: one thread unless DPHYPO_TORCH_THREADS
 
 from dphypo.density import project  # noqa: E402
 from dphypo.space import Float, LogFloat, SearchSpace  # noqa: E402
 from dphypo.strategies import GPUCB, Strategy, Uniform  # noqa: E402
-from dphypo.surrogate import fit_surrogate  # noqa: E402
+from dphypo.strategies.surrogate import fit_surrogate  # noqa: E402
 
 C_BOUND = 2.0
 c_BOUND = 0.75

@@ -16,7 +16,7 @@ machine is shared: the load average (``os.getloadavg``) is printed beside every 
 repeats grouped by equal T (the engine before session 2) and repeats of every T mixed in one batch, members
 leaving it at their own T (now). Prints both wall times, their ratio, and both means (they must be equal).
 
-``--compare N``: the two-sample comparison of ``tests/test_batched.py`` with larger samples (N sequential
+``--compare N``: the two-sample comparison of ``tests/simulation/test_batched.py`` with larger samples (N sequential
 searches in a pool of ``--workers``, 10 N batched ones, independent seeds), against the unchanged batched
 engine and two deliberately changed algorithms (projection skipped, β × 10). Prints each statistic's mean per
 arm, the Welch z and p-value, and the KS p-value on released values.
@@ -34,11 +34,11 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy import stats
 
-from dphypo._batched import incumbent_distance, release_batch, search_paths, simulate_batched
-from dphypo.landscapes import Landscape
-from dphypo.simulate import _sequential_trials, simulate
+from dphypo.simulation.batched import incumbent_distance, release_batch, search_paths, simulate_batched
+from dphypo.simulation.landscapes import Landscape
+from dphypo.simulation.simulate import _sequential_trials, simulate
+from dphypo.simulation.synthetic import smooth_landscape
 from dphypo.strategies import GPUCB
-from dphypo.synthetic import smooth_landscape
 
 TIMED_T, TIMED_C, TIMED_c = 20, 2.0, 0.75
 TARGET_SEARCHES = 10_000
@@ -110,7 +110,7 @@ def run_timing(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------------------------ distribution
 def tilted_plane(size: int = 6, noise: float = 0.01) -> Landscape:
-    """mean = 0.2 + 0.3 u + 0.2 v on a size x size unit grid (as tests/test_batched.py)."""
+    """mean = 0.2 + 0.3 u + 0.2 v on a size x size unit grid (as tests/simulation/test_batched.py)."""
     u = np.linspace(0.0, 1.0, size)
     mean = 0.2 + 0.3 * u[:, None] + 0.2 * u[None, :]
     return Landscape.from_axes(
@@ -180,9 +180,9 @@ def _jobs_grouped_by_T(
 
 
 def run_random_T(args: argparse.Namespace) -> None:
-    import dphypo._batched as batched
-    from dphypo.landscapes import resolve_landscape
+    import dphypo.simulation.batched as batched
     from dphypo.privacy import geometric
+    from dphypo.simulation.synthetic import resolve_landscape
 
     land = resolve_landscape("landscapes/digits_mlp_sigma1.7673.npz")
     mixed = batched._jobs

@@ -14,17 +14,19 @@ import argparse
 import statistics
 import time
 
-from dphypo._threads import limit_torch_threads
+import torch
 
-limit_torch_threads()
+from dphypo._threads import default_threads
+
+torch.set_num_threads(default_threads())  # this benchmark process: one thread unless DPHYPO_TORCH_THREADS
 
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+from dphypo.search.tuner import Run  # noqa: E402
 from dphypo.train import DPSGDObjective, DPSGDPlan, load_dataset  # noqa: E402
 from dphypo.train.models import make_model  # noqa: E402
 from dphypo.train.objective import evaluate_accuracy  # noqa: E402
-from dphypo.tuner import Run  # noqa: E402
 
 SETTINGS = [
     # dataset, model, epochs, batch size, DP lr, clip, non-private lr (unclipped SGD diverges at the DP lr)

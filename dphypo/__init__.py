@@ -1,45 +1,58 @@
 """dphypo: adaptive differentially private hyperparameter optimisation (DP-HyPO).
 
-``dphypo.tune`` runs a private DP-SGD hyperparameter search; :mod:`dphypo.privacy` is the accountant (pure
-numpy/scipy). Heavy dependencies (torch, BoTorch, Opacus) load only when a search or training needs them.
+:func:`dphypo.tune` runs a private DP-SGD hyperparameter search and releases the best run with one honest total
+(ε, δ); :mod:`dphypo.privacy` is the accountant (pure numpy/scipy). Heavy dependencies (torch, BoTorch, Opacus)
+load only when a search or training needs them. ``docs/architecture.md`` shows the layers.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dphypo import _moved
+
+_moved.install()  # an import of a module path of the 0.1 layout names its new place in one line
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "DPSGD",
     "GPUCB",
     "Choice",
     "DataFailure",
+    "DphypoError",
     "Float",
     "Int",
     "Journal",
     "LogFloat",
     "LostAttemptsExceeded",
-    "PrivacyConfig",
+    "PrivacyPlan",
+    "PrivacyReport",
     "PrivateScore",
     "Release",
-    "SearchPrivacy",
+    "SQLiteJournal",
     "SearchResult",
     "SearchSpace",
+    "SearchSpec",
     "Tuner",
     "Uniform",
     "__version__",
     "make_executor",
     "tune",
+    "tune_subsampled",
 ]
 
 _LAZY = {
     "tune": "dphypo.api",
-    "Tuner": "dphypo.tuner",
-    "Release": "dphypo.tuner",
-    "SearchResult": "dphypo.tuner",
-    "DataFailure": "dphypo.tuner",
-    "LostAttemptsExceeded": "dphypo.tuner",
-    "PrivateScore": "dphypo.tuner",
+    "tune_subsampled": "dphypo.api",
+    "DPSGD": "dphypo.train.recipe",
+    "Tuner": "dphypo.search.tuner",
+    "Release": "dphypo.search.tuner",
+    "SearchResult": "dphypo.search.tuner",
+    "DataFailure": "dphypo.exceptions",
+    "DphypoError": "dphypo.exceptions",
+    "LostAttemptsExceeded": "dphypo.exceptions",
+    "PrivateScore": "dphypo.search.tuner",
     "GPUCB": "dphypo.strategies",
     "Uniform": "dphypo.strategies",
     "SearchSpace": "dphypo.space",
@@ -47,20 +60,30 @@ _LAZY = {
     "Float": "dphypo.space",
     "Int": "dphypo.space",
     "Choice": "dphypo.space",
-    "PrivacyConfig": "dphypo.privacy",
-    "SearchPrivacy": "dphypo.privacy",
-    "Journal": "dphypo.storage",
-    "make_executor": "dphypo.executors",
+    "PrivacyPlan": "dphypo.privacy",
+    "PrivacyReport": "dphypo.privacy",
+    "SearchSpec": "dphypo.privacy",
+    "Journal": "dphypo.search.storage",
+    "SQLiteJournal": "dphypo.search.storage",
+    "make_executor": "dphypo.search.execution",
+}
+
+#: Names of earlier releases and what replaced them (an old name fails with one line naming the new one).
+_RENAMED = {
+    "SearchPrivacy": "dphypo.SearchSpec",
+    "PrivacyConfig": "dphypo.PrivacyPlan",
 }
 
 if TYPE_CHECKING:
-    from dphypo.api import tune
-    from dphypo.executors import make_executor
-    from dphypo.privacy import PrivacyConfig, SearchPrivacy
+    from dphypo.api import tune, tune_subsampled
+    from dphypo.exceptions import DataFailure, DphypoError, LostAttemptsExceeded
+    from dphypo.privacy import PrivacyPlan, PrivacyReport, SearchSpec
+    from dphypo.search.execution import make_executor
+    from dphypo.search.storage import Journal, SQLiteJournal
+    from dphypo.search.tuner import PrivateScore, Release, SearchResult, Tuner
     from dphypo.space import Choice, Float, Int, LogFloat, SearchSpace
-    from dphypo.storage import Journal
     from dphypo.strategies import GPUCB, Uniform
-    from dphypo.tuner import DataFailure, LostAttemptsExceeded, PrivateScore, Release, SearchResult, Tuner
+    from dphypo.train.recipe import DPSGD
 
 
 def __getattr__(name: str) -> Any:
@@ -68,5 +91,13 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _RENAMED:
+        raise AttributeError(f"dphypo.{name} was renamed {_RENAMED[name]}")
     raise AttributeError(f"module 'dphypo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["in_bounded_set", "project", "project_kl_penalised", "softmax", "validate_prior"]
+__all__ = ["draw", "in_bounded_set", "project", "project_kl_penalised", "softmax", "validate_prior"]
 
 #: A prior may drift this far from summing to 1 (float round-off) and is renormalised; more is an error.
 PRIOR_SUM_TOL = 1e-9
@@ -106,26 +106,34 @@ def softmax(scores: ArrayLike, beta: float) -> np.ndarray:
     ``exp(β·(s − max s))`` so huge scores cannot overflow.
 
     Args:
-        scores: finite scores s, any shape (n grid points).
+        scores: finite scores s, shape ``(..., n)``: leading dimensions are a batch, each ``(n,)`` row one
+            density over the n grid points.
         beta: inverse temperature, finite and ≥ 0; ``beta = 0`` gives the uniform density 1/n.
 
     Returns:
-        float64 probability vector of ``scores``' shape, summing to 1.
+        float64 probability vectors of ``scores``' shape, each row summing to 1.
     """
     s = _finite_array(scores, "scores")
     beta = _real_scalar(beta, "beta")
     if beta < 0:
         raise ValueError(f"beta must be >= 0, got {beta!r}")
     if beta == 0.0:
-        return np.full(s.shape, 1.0 / s.size)
+        return np.full(s.shape, 1.0 / s.shape[-1])
     with np.errstate(over="ignore"):
         # An overflow to -inf here only means exp(...) = 0; the maximum entry stays exp(0) = 1.
-        weights = np.exp(beta * (s - s.max()))
-    return weights / weights.sum()
+        weights = np.exp(beta * (s - s.max(axis=-1, keepdims=True)))
+    return weights / weights.sum(axis=-1, keepdims=True)
 
 
 # -- projection ----------------------------------------------------------------------------------------------
 Solver = Literal["exact", "bisection", "cvxpy"]
+
+
+def _batch_shape(p: np.ndarray, pi0: np.ndarray) -> tuple[int, ...] | None:
+    """Leading (batch) dimensions of ``p`` whose trailing dimensions are the prior's shape, else None."""
+    if p.ndim < pi0.ndim or p.shape[p.ndim - pi0.ndim :] != pi0.shape:
+        return None
+    return p.shape[: p.ndim - pi0.ndim]
 
 
 def project(
@@ -136,6 +144,9 @@ def project(
     S_{C,c}(π⁽⁰⁾) = {f : c·π⁽⁰⁾ ≤ f ≤ C·π⁽⁰⁾, Σf = 1}. By the KKT conditions the solution is
     ``clip(p − τ, c·π0, C·π0)`` with the scalar τ for which it sums to 1; the map τ ↦ Σ clip(p − τ, ...) is
     continuous, non-increasing and piecewise linear with breakpoints p − C·π0 and p − c·π0.
+
+    Batch-native: ``density`` has shape ``batch + prior.shape`` and every density of the batch is projected
+    on its own (a single density is the batch of one; one code path for both).
 
     * ``"exact"`` (default): sort the 2n breakpoints, locate the segment holding τ with prefix sums, then
       solve for τ in closed form from that segment's free set. O(n log n), exact up to round-off.
@@ -152,44 +163,50 @@ def project(
     ``_remove_drift``).
 
     Args:
-        density: any finite real vector p (it need not be a probability vector), any shape; its spread
-            max − min must be ≤ ``MAX_SPREAD``.
-        prior: π⁽⁰⁾, strictly positive, summing to 1, same shape (see :func:`validate_prior`).
+        density: finite real densities p (they need not be probability vectors), shape ``(..., *prior.shape)``;
+            each one's spread max − min must be ≤ ``MAX_SPREAD``.
+        prior: π⁽⁰⁾, strictly positive, summing to 1 (see :func:`validate_prior`), any shape (e.g. ``(n,)``).
         C: upper ratio bound, finite, ≥ 1.
         c: lower ratio bound, 0 < c ≤ 1.
         solver: ``"exact"``, ``"bisection"`` or ``"cvxpy"``.
 
     Returns:
-        f, float64 of the density's shape, with ``c·π0 ≤ f ≤ C·π0`` elementwise and Σf = 1 within a few ulps.
-        With C = c = 1 this is the (validated) prior itself.
+        f, float64 of the density's shape, with ``c·π0 ≤ f ≤ C·π0`` elementwise and Σf = 1 within a few ulps
+        for every density of the batch. With C = c = 1 this is the (validated) prior itself.
     """
     p = _finite_array(density, "density")
-    pi0 = validate_prior(prior, p.shape)
+    pi0 = validate_prior(prior)
+    if _batch_shape(p, pi0) is None:
+        raise ValueError(f"density must have shape (..., *prior.shape) = (..., *{pi0.shape}), got {p.shape}")
     C, c = _check_bounds(C, c)
-    shape, p, pi0 = p.shape, p.ravel(), pi0.ravel()
+    if solver not in ("exact", "bisection", "cvxpy"):
+        raise ValueError(f"solver must be 'exact', 'bisection' or 'cvxpy', got {solver!r}")
+    shape, pi0 = p.shape, pi0.ravel()
+    p = p.reshape(-1, pi0.size)
     lo, hi = c * pi0, C * pi0
     if c == C:  # C = c = 1: S is the single point π0
-        return pi0.reshape(shape).copy()
+        return np.broadcast_to(pi0, p.shape).reshape(shape).copy()
     centred = _centre(p)
     if solver == "exact":
         f = _project_exact(centred, lo, hi)
     elif solver == "bisection":
-        f = _project_bisection(centred, lo, hi)
-    elif solver == "cvxpy":
-        f = _project_cvxpy(p, pi0, C, c)
+        f = np.array([_project_bisection(row, lo, hi) for row in centred])
     else:
-        raise ValueError(f"solver must be 'exact', 'bisection' or 'cvxpy', got {solver!r}")
+        f = np.array([_project_cvxpy(row, pi0, C, c) for row in p])
     return _remove_drift(f, lo, hi).reshape(shape)
 
 
 def _centre(p: np.ndarray) -> np.ndarray:
+    """Shift every row of ``p`` (shape ``(B, n)``) by its upper median."""
     with np.errstate(over="ignore"):
-        spread = float(p.max()) - float(p.min())
-    if not spread <= MAX_SPREAD:
-        raise ValueError(f"density's spread max - min must be <= {MAX_SPREAD:g}, got {spread!r}; rescale it")
+        spread = p.max(axis=-1) - p.min(axis=-1)
+    if not np.all(spread <= MAX_SPREAD):
+        worst = float(np.max(np.where(np.isnan(spread), np.inf, spread)))
+        raise ValueError(f"density's spread max - min must be <= {MAX_SPREAD:g}, got {worst!r}; rescale it")
     # The median sits among the coordinates most likely to end up free, so p − τ is small there and its
     # rounding error is small relative to f (shifting by the mid-range cost up to 10x in Σf on peaky inputs).
-    return p - float(np.partition(p, p.size // 2)[p.size // 2])
+    half = p.shape[-1] // 2
+    return p - np.partition(p, half, axis=-1)[:, half : half + 1]
 
 
 def _clip_at(p: np.ndarray, tau: float, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -202,56 +219,55 @@ def _tau_bracket(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[float, 
 
 
 def _project_exact(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sort-based exact projection for per-coordinate bounds lo ≤ hi; p is the centred density, shape (n,)."""
-    n = p.size
+    """Sort-based exact projection of every row of the centred densities ``p``, shape ``(B, n)``.
+
+    Per row: sort the breakpoints, find with prefix sums the segment [t0, t1] where Σ clip(p − τ) crosses 1,
+    then solve τ in closed form from that segment's free set (coordinates neither at lo nor at hi). τ is
+    written as m + τ_rel with m the mean of the free p's: then p − m and τ_rel are of the size of f, not of p,
+    and f = (p − m) − τ_rel keeps its relative accuracy. Rows whose result misses Σf = 1 by more than
+    ``_BRACKET_TOL`` (prefix-sum round-off picked the wrong segment; extreme inputs only) are bisected.
+    """
+    rows, n = p.shape
     upper, lower = p - hi, p - lo  # coordinate i is at hi for τ ≤ upper_i and at lo for τ ≥ lower_i
-    breaks = np.concatenate((upper, lower))
-    order = np.argsort(breaks)  # ties need no order: they bound zero-length segments
-    sorted_breaks = breaks[order]
+    breaks = np.concatenate((upper, lower), axis=1)
+    order = np.argsort(breaks, axis=1)  # ties need no order: they bound zero-length segments
+    sorted_breaks = np.take_along_axis(breaks, order, axis=1)
     # Free coordinates on the open segment after breakpoint k: (#upper among the first k+1) − (#lower).
-    n_free = 2 * np.cumsum(order[:-1] < n) - np.arange(1, 2 * n)
-    mass = np.empty(2 * n)
-    mass[0] = hi.sum()
-    np.cumsum(n_free * np.diff(sorted_breaks), out=mass[1:])
-    mass[1:] = mass[0] - mass[1:]
-    j = int(np.searchsorted(-mass, -1.0, side="left"))  # first breakpoint where Σf ≤ 1
-    if j == 0:  # Σhi ≤ 1, i.e. C = 1 (up to round-off): everything at hi
-        f = _clip_at(p, float(sorted_breaks[0]), lo, hi)
-    elif j == 2 * n:  # Σlo > 1 by round-off (c = 1): everything at lo
-        f = _clip_at(p, float(sorted_breaks[-1]), lo, hi)
-    else:
-        f = _solve_in_segment(p, lo, hi, upper, lower, float(sorted_breaks[j - 1]), float(sorted_breaks[j]))
-    if abs(1.0 - f.sum()) > _BRACKET_TOL:
-        # Prefix-sum round-off picked the wrong segment (only conceivable with extreme inputs): bisect.
-        f = _project_bisection(p, lo, hi)
+    n_free = 2 * np.cumsum(order[:, :-1] < n, axis=1) - np.arange(1, 2 * n)
+    mass = np.empty((rows, 2 * n))
+    mass[:, 0] = hi.sum()
+    np.cumsum(n_free * np.diff(sorted_breaks, axis=1), axis=1, out=mass[:, 1:])
+    mass[:, 1:] = mass[:, :1] - mass[:, 1:]
+    # mass is non-increasing (a running sum of non-negative terms): j is the first breakpoint with Σf ≤ 1.
+    j = np.count_nonzero(mass > 1.0, axis=1)
+    everyone = np.arange(rows)
+    t0 = sorted_breaks[everyone, np.maximum(j - 1, 0)]
+    t1 = sorted_breaks[everyone, np.minimum(j, 2 * n - 1)]
+    edge = (j == 0) | (j == 2 * n)  # everything at hi (C = 1) or at lo (c = 1), up to round-off
+    t_edge = np.where(j == 0, sorted_breaks[:, 0], sorted_breaks[:, -1])
+    at_hi = upper >= t1[:, None]
+    at_lo = (lower <= t0[:, None]) & ~at_hi
+    free = ~(at_hi | at_lo)
+    count = np.count_nonzero(free, axis=1)
+    degenerate = edge | (count == 0) | (t0 == t1)
+    safe = np.maximum(count, 1)
+    m = np.sum(p, axis=1, where=free) / safe
+    shifted = p - m[:, None]
+    # Fresh (pairwise) sums rather than the prefix sums: this is where the accuracy of τ is decided.
+    fixed = np.sum(np.broadcast_to(hi, p.shape), axis=1, where=at_hi)
+    fixed += np.sum(np.broadcast_to(lo, p.shape), axis=1, where=at_lo)
+    tau_rel = (np.sum(shifted, axis=1, where=free) + fixed - 1.0) / safe
+    tau_rel = np.minimum(np.maximum(tau_rel, t0 - m), t1 - m)
+    f = np.clip(shifted - tau_rel[:, None], lo, hi)
+    t_clip = np.where(edge, t_edge, t0)
+    f[degenerate] = np.clip(p[degenerate] - t_clip[degenerate, None], lo, hi)
+    for row in np.flatnonzero(np.abs(1.0 - f.sum(axis=1)) > _BRACKET_TOL):
+        f[row] = _project_bisection(p[row], lo, hi)
     return f
 
 
-def _solve_in_segment(
-    p: np.ndarray, lo: np.ndarray, hi: np.ndarray, upper: np.ndarray, lower: np.ndarray, t0: float, t1: float
-) -> np.ndarray:
-    """clip(p − τ) with τ ∈ [t0, t1] solving Σ clip(p − τ) = 1, when no breakpoint is inside (t0, t1).
-
-    On such a segment the coordinates split into fixed sets (at hi, at lo, free), so τ has a closed form.
-    τ is written as m + τ_rel with m the mean of the free p's: then p − m and τ_rel are of the size of f,
-    not of p, and f = (p − m) − τ_rel keeps its relative accuracy (τ itself could not be stored that well).
-    """
-    at_hi = upper >= t1
-    at_lo = (lower <= t0) & ~at_hi
-    free = ~(at_hi | at_lo)
-    n_free = int(np.count_nonzero(free))
-    if n_free == 0 or t0 == t1:
-        return _clip_at(p, t0, lo, hi)
-    m = float(np.sum(p, where=free)) / n_free
-    shifted = p - m
-    # Fresh (pairwise) sums rather than the prefix sums: this is where the accuracy of τ is decided.
-    fixed = np.sum(hi, where=at_hi) + np.sum(lo, where=at_lo)
-    tau_rel = (np.sum(shifted, where=free) + fixed - 1.0) / n_free
-    tau_rel = min(max(tau_rel, t0 - m), t1 - m)
-    return _clip_at(shifted, tau_rel, lo, hi)
-
-
 def _project_bisection(p: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Projection of one centred density ``p`` (shape ``(n,)``) by bisection on τ."""
     tau = _bisect_decreasing(lambda t: _clip_at(p, t, lo, hi).sum(), _tau_bracket(p, lo, hi))
     return _clip_at(p, tau, lo, hi)
 
@@ -271,7 +287,7 @@ def _bisect_decreasing(mass: Callable[[float], float], bracket: tuple[float, flo
 
 
 def _remove_drift(f: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Clip f into [lo, hi], then spread the residual r = 1 − Σf over the entries with weights w.
+    """Clip every row of f (shape ``(B, n)``) into [lo, hi], then spread its residual r = 1 − Σf with weights w.
 
     w_i = min(slack_i, f_i), where the slack is hi − f if mass must be added (r > 0) and f − lo if it must
     be removed. Entry i moves by r·w_i / max(Σw, |r|): never across its bound (|move| ≤ slack) and by at
@@ -280,13 +296,34 @@ def _remove_drift(f: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     round-off; if Σw < |r| (C or c equal to 1 up to round-off) a residual of that size remains.
     """
     f = np.clip(f, lo, hi)
-    residual = 1.0 - f.sum()
-    if residual != 0.0:
-        weights = np.minimum(hi - f if residual > 0 else f - lo, f)
-        total = weights.sum()
-        if total > 0:
-            f = np.clip(f + residual * (weights / max(total, abs(residual))), lo, hi)
+    residual = 1.0 - f.sum(axis=1)
+    weights = np.minimum(np.where(residual[:, None] > 0, hi - f, f - lo), f)
+    total = weights.sum(axis=1)
+    move = (residual != 0.0) & (total > 0)
+    if np.any(move):
+        step = residual[move, None] * (weights[move] / np.maximum(total[move], np.abs(residual[move]))[:, None])
+        f[move] = np.clip(f[move] + step, lo, hi)
     return f
+
+
+# -- sampling ------------------------------------------------------------------------------------------------
+def draw(density: ArrayLike, uniforms: ArrayLike) -> np.ndarray:
+    """Grid indices drawn by inverse CDF: the first i with u·Σf < F_i = f_0 + … + f_i (one uniform per draw).
+
+    Args:
+        density: non-negative weights, shape ``(..., n)`` (a batch of densities), or ``(n,)``.
+        uniforms: u ∈ [0, 1), shape ``density.shape[:-1]`` (one per density of the batch); for a single
+            ``(n,)`` density any shape (one draw per uniform).
+
+    Returns:
+        int64 indices in ``[0, n)``, of the uniforms' shape.
+    """
+    cdf = np.cumsum(np.asarray(density, dtype=np.float64), axis=-1)
+    x = np.asarray(uniforms, dtype=np.float64) * cdf[..., -1]
+    last = cdf.shape[-1] - 1
+    if cdf.ndim > 1:  # cdf is non-decreasing: counting entries ≤ x is searchsorted(side="right") row by row
+        return np.minimum(np.count_nonzero(cdf <= x[..., None], axis=-1), last).astype(np.int64)
+    return np.minimum(np.searchsorted(cdf, x, side="right"), last).astype(np.int64)
 
 
 # -- cvxpy reference solvers ---------------------------------------------------------------------------------
@@ -395,7 +432,7 @@ def project_kl_penalised(
         f = _project_kl_cvxpy(pi, pi0, C, c, nu)
     else:
         raise ValueError(f"solver must be 'bisection' or 'cvxpy', got {solver!r}")
-    return _remove_drift(f, lo, hi).reshape(shape)
+    return _remove_drift(f[None], lo, hi)[0].reshape(shape)
 
 
 def _kl_root(pi: np.ndarray, nu: float, lam: float) -> np.ndarray:
@@ -421,18 +458,21 @@ def _project_kl_cvxpy(pi: np.ndarray, pi0: np.ndarray, C: float, c: float, nu: f
 
 
 # -- membership ----------------------------------------------------------------------------------------------
-def in_bounded_set(f: ArrayLike, prior: ArrayLike, C: float, c: float, atol: float = 1e-12) -> bool:
+def in_bounded_set(
+    f: ArrayLike, prior: ArrayLike, C: float, c: float, atol: float = 1e-12
+) -> bool | np.ndarray:
     """Whether f ∈ S_{C,c}(π⁽⁰⁾): c·π0 − atol ≤ f ≤ C·π0 + atol elementwise and |Σf − 1| ≤ atol.
 
     Args:
-        f: candidate density, same shape as ``prior``.
+        f: candidate densities, shape ``(..., *prior.shape)``.
         prior: π⁽⁰⁾ (validated as in :func:`project`).
         C: upper ratio bound, ≥ 1.
         c: lower ratio bound, 0 < c ≤ 1.
         atol: absolute tolerance, ≥ 0.
 
     Returns:
-        True if f is finite, has the prior's shape and lies in the set up to ``atol``.
+        For a single density (f of the prior's shape) a bool; for a batch a bool array of the batch shape.
+        False where f is not finite, and everywhere if f's trailing dimensions are not the prior's shape.
     """
     pi0 = validate_prior(prior)
     C, c = _check_bounds(C, c)
@@ -440,7 +480,14 @@ def in_bounded_set(f: ArrayLike, prior: ArrayLike, C: float, c: float, atol: flo
     if atol < 0:
         raise ValueError(f"atol must be >= 0, got {atol!r}")
     arr = np.asarray(f, dtype=np.float64)
-    if arr.shape != pi0.shape or not np.all(np.isfinite(arr)):
-        return False
-    within = np.all(arr >= c * pi0 - atol) and np.all(arr <= C * pi0 + atol)
-    return bool(within and abs(float(arr.sum()) - 1.0) <= atol)
+    batch = _batch_shape(arr, pi0)
+    if batch is None:
+        return False if arr.ndim <= pi0.ndim else np.zeros(arr.shape[: arr.ndim - pi0.ndim], dtype=bool)
+    rows, pi0 = arr.reshape(-1, pi0.size), pi0.ravel()
+    inside = (
+        np.all(np.isfinite(rows), axis=1)
+        & np.all(rows >= c * pi0 - atol, axis=1)
+        & np.all(rows <= C * pi0 + atol, axis=1)
+        & (np.abs(rows.sum(axis=1) - 1.0) <= atol)
+    )
+    return bool(inside[0]) if batch == () else inside.reshape(batch)

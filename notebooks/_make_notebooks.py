@@ -24,7 +24,7 @@ number of runs T, each candidate drawn from a GP-UCB softmax density projected o
 [c, C] × the prior; only the best run is released."""),
     new_code_cell(SIZE),
     new_code_cell("""import dphypo
-from dphypo import Float, LogFloat, SearchSpace
+from dphypo import DPSGD, GPUCB, Float, LogFloat, SearchSpace
 from dphypo.privacy import geometric
 from dphypo.train import DPSGDObjective, load_dataset
 
@@ -37,20 +37,16 @@ each run's noisy validation score (Gaussian noise with std 0.02·n_val on the co
 `DPSGDObjective("digits")` trains under the plan the search hands to every run (`run.make_private`) and
 returns `run.private_score(correct)`, which adds exactly that accounted noise. With your own training function,
 return `run.private_score(number_of_correct_validation_predictions)` the same way."""),
-    new_code_cell("""result = dphypo.tune(
+    new_code_cell("""training = DPSGD(n_train=n_train, n_val=n_val, batch_size=64, epochs=2 if SMALL else 10,
+                 score_noise=0.02 * n_val)
+result = dphypo.tune(
     DPSGDObjective("digits"),
     space,
-    n_train=n_train,
-    batch_size=64,
-    epochs=2 if SMALL else 10,
+    training,
     epsilon=8.0,
     delta=1e-5,
-    score_noise=0.02 * n_val,
-    n_val=n_val,
     runs=geometric(0.5 if SMALL else 0.05),
-    strategy="gp",
-    C=2.0,
-    c=0.75,
+    strategy=GPUCB(C=2.0, c=0.75),
 )  # no seed: T and every noise draw come from fresh OS entropy (a seed would have to stay secret)
 release = result.release
 print("released hyperparameters:", release.params)
@@ -75,20 +71,20 @@ and Papernot–Steinke Theorem 6 (Poisson T, uniform search only) on a dense gri
 RDP → (ε, δ) conversion."""),
     new_code_cell("""%matplotlib inline
 from dphypo.privacy import (
-    Poisson, SearchPrivacy, TruncatedNegativeBinomial, account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp,
+    Poisson, SearchSpec, TruncatedNegativeBinomial, account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp,
     geometric,
 )
 
 q, steps, delta = 256 / 60000, 2344, 1e-5   # the paper's MNIST setting: batch 256 of 60,000, 10 epochs
-gp = SearchPrivacy(geometric(0.01), C=2.0, c=0.75)
+gp = SearchSpec(geometric(0.01), C=2.0, c=0.75)
 report = account(dpsgd_rdp(0.71, q, steps), gp, delta)
 report.to_dict()"""),
     new_markdown_cell("""The breakdown says where the budget goes: one run, what the random number of runs adds, and what
 adaptivity (the log(C/c) terms) adds. The same curve with C = c = 1 is Papernot–Steinke's uniform search."""),
-    new_code_cell("""from dphypo.plots import plot_epsilon_breakdown
+    new_code_cell("""from dphypo.visualization import plot_epsilon_breakdown
 
 base = dpsgd_rdp(1.0, q, steps)
-reports = [(label, account(base, SearchPrivacy(geometric(0.05), C, c), delta))
+reports = [(label, account(base, SearchSpec(geometric(0.05), C, c), delta))
            for label, C, c in [("uniform", 1, 1), ("C=1.25", 1.25, 0.8), ("C=1.5", 1.5, 2 / 3), ("C=2", 2, 0.75)]]
 plot_epsilon_breakdown(reports)"""),
     new_code_cell("""# Calibration: the smallest sigma for which the whole search meets epsilon = 8 (conservative, rtol 1e-4).
@@ -97,13 +93,13 @@ for name, search in [("uniform", gp.uniform()), ("GP C=2, c=0.75", gp)]:
     print(f"{name:16s} sigma = {cal.sigma:.4f}  epsilon = {cal.report.epsilon:.4f}  ({cal.evaluations} evaluations)")"""),
     new_code_cell("""# Run-count families at the same E[T] = 10 (uniform search, sigma = 1): the shape matters.
 for runs in [TruncatedNegativeBinomial.from_mean(t, 10) for t in (0.0, 0.5, 1.0)] + [Poisson(10.0)]:
-    r = account(dpsgd_rdp(1.0, q, 2340), SearchPrivacy(runs), delta)
+    r = account(dpsgd_rdp(1.0, q, 2340), SearchSpec(runs), delta)
     print(f"{runs.name:12s} epsilon = {r.epsilon:.4f}  ({r.theorem})")"""),
     new_code_cell("""# Pure DP (Theorem 2): each run 1-DP, TNB(0.5) runs, C = 1.5, c = 0.8 -> (2 + theta)(eps + log(C/c)).
-account_pure(1.0, SearchPrivacy(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)).epsilon"""),
+account_pure(1.0, SearchSpec(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)).epsilon"""),
     new_code_cell("""# An adaptive search with Poisson T has no theorem: dphypo refuses it.
 try:
-    SearchPrivacy(Poisson(10.0), C=2.0, c=0.75)
+    SearchSpec(Poisson(10.0), C=2.0, c=0.75)
 except ValueError as err:
     print(err)"""),
 ]
@@ -122,15 +118,15 @@ REPEATS = int(os.environ.get("DPHYPO_NB_REPEATS", "4" if SMALL else "200"))
 T_VALUES = [2, 4] if SMALL else [5, 10, 20, 40]'''),
     new_code_cell("""from pathlib import Path
 
-from dphypo.landscapes import load_landscape
-from dphypo.plots import plot_accuracy_vs_T, plot_landscape
+from dphypo.simulation.landscapes import load_landscape
+from dphypo.visualization import plot_accuracy_vs_T, plot_landscape
 
 root = Path("..") / "landscapes" if Path("../landscapes").exists() else Path("landscapes")
 uniform_land = load_landscape(root / "digits_mlp_sigma1.2226.npz")
 gp_land = load_landscape(root / "digits_mlp_sigma1.7673.npz")
 plot_landscape(uniform_land)"""),
     new_code_cell("""plot_landscape(gp_land)"""),
-    new_code_cell("""from dphypo.simulate import simulate
+    new_code_cell("""from dphypo.simulation.simulate import simulate
 from dphypo.strategies import GPUCB, Uniform
 
 results = []
@@ -142,7 +138,7 @@ for r in results:
     new_code_cell("""plot_accuracy_vs_T(results, best_value=uniform_land.best_value)"""),
     new_markdown_cell("""**Black-box setting**: the base landscape is fixed and adaptivity is paid on top — the total ε of each
 arm differs, and is printed beside its utility."""),
-    new_code_cell("""from dphypo.privacy import PrivacyConfig, SearchPrivacy, geometric
+    new_code_cell("""from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
 from dphypo.train import DPSGDPlan, load_dataset
 
 splits = load_dataset("digits")
@@ -153,7 +149,7 @@ T = T_VALUES[-1]
 for C in (1.0, 1.25, 1.5):
     strategy = Uniform() if C == 1.0 else GPUCB()
     arm = simulate(uniform_land, [strategy], repeats=REPEATS, T=T, C=C, c=1 / C, seed=1, workers=1)[0]
-    eps = PrivacyConfig(SearchPrivacy(geometric(1 / T), C, 1 / C), plan.rdp(), 1e-5).account().epsilon
+    eps = PrivacyPlan(SearchSpec(geometric(1 / T), C, 1 / C), plan.rdp(), 1e-5).account().epsilon
     print(f"C={C:<5} {arm.strategy:8s} mean={arm.mean:.4f} CI=[{arm.ci95[0]:.4f}, {arm.ci95[1]:.4f}]"
           f"  total eps (geometric T, E[T]={T}) = {eps:.2f}")"""),
 ]

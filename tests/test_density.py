@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dphypo.density import in_bounded_set, project, project_kl_penalised, softmax, validate_prior
+from dphypo.density import draw, in_bounded_set, project, project_kl_penalised, softmax, validate_prior
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -86,10 +86,15 @@ def test_softmax_huge_scores_do_not_overflow() -> None:
     assert f[0] == pytest.approx(1.0 / (1.0 + math.exp(-1.0)), rel=1e-15)
 
 
-def test_softmax_beta_zero_is_uniform_and_keeps_shape() -> None:
+def test_softmax_is_batch_native_over_leading_dimensions() -> None:
+    """A (2, 3) input is two densities over 3 points; β = 0 gives the uniform 1/3 in each row."""
     f = softmax(np.arange(6.0).reshape(2, 3), 0.0)
     assert f.shape == (2, 3)
-    np.testing.assert_array_equal(f, np.full((2, 3), 1.0 / 6))
+    np.testing.assert_array_equal(f, np.full((2, 3), 1.0 / 3))
+    z = np.random.default_rng(0).normal(size=(4, 5, 7))
+    batch = softmax(z, 2.5)
+    for index in np.ndindex(4, 5):
+        np.testing.assert_array_equal(batch[index], softmax(z[index], 2.5))
 
 
 @pytest.mark.parametrize(
@@ -333,3 +338,68 @@ def test_kl_penalised_matches_cvxpy(nu: float) -> None:
 def test_kl_penalised_rejects_bad_input(density: list, nu: float, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         project_kl_penalised(density, [0.5, 0.5], 2.0, 0.5, nu)
+
+
+# -- batch-native ---------------------------------------------------------------------------------------------
+def _peaked(rng: np.random.Generator, n: int, beta: float) -> np.ndarray:
+    z = rng.normal(size=n)
+    weights = np.exp(beta * (z - z.max()))
+    return weights / weights.sum()
+
+
+@pytest.mark.parametrize("n", [2, 7, 320, 2500])
+@pytest.mark.parametrize("bounds", [(2.0, 0.75), (10.0, 0.1), (1.0, 0.5), (3.0, 1.0), (1.0, 1.0), (1e6, 1e-6)])
+def test_project_is_batch_native(n: int, bounds: tuple[float, float]) -> None:
+    """Flat to very peaked softmaxes, a non-probability vector with a large offset, constants, the prior.
+
+    A batch is projected density by density: every row equals the batch of one bit for bit.
+    """
+    rng = np.random.default_rng(n)
+    weights = rng.uniform(0.2, 2.0, n)
+    for prior in (np.full(n, 1.0 / n), weights / weights.sum()):
+        rows = [_peaked(rng, n, beta) for beta in (0.0, 0.1, 1.0, 10.0, 50.0)]
+        rows += [rng.normal(size=n) * 1e3 + 1e6, np.zeros(n), prior]
+        densities = np.array(rows)
+        batched = project(densities.reshape(2, 4, n), prior, *bounds)
+        assert batched.shape == (2, 4, n)
+        for row, density in zip(batched.reshape(8, n), densities, strict=True):
+            np.testing.assert_array_equal(row, project(density, prior, *bounds))
+        assert np.all(in_bounded_set(batched, prior, *bounds))
+        assert in_bounded_set(batched, prior, *bounds).shape == (2, 4)
+
+
+def test_project_batch_with_a_row_needing_bisection_leaves_the_others_alone(monkeypatch) -> None:
+    import dphypo.density as density_module
+
+    rng = np.random.default_rng(0)
+    prior, rows = np.full(50, 0.02), np.array([_peaked(rng, 50, beta) for beta in (1.0, 5.0, 20.0)])
+    exact = project(rows, prior, 2.0, 0.5)
+    monkeypatch.setattr(density_module, "_BRACKET_TOL", -1.0)  # distrust every bracket: all rows bisected
+    bisected = project(rows, prior, 2.0, 0.5)
+    np.testing.assert_allclose(bisected, exact, rtol=1e-12, atol=1e-15)
+
+
+def test_batch_shapes_are_checked() -> None:
+    prior = np.full(4, 0.25)
+    with pytest.raises(ValueError, match="shape"):
+        project(np.ones((3, 5)), prior, 2.0, 0.5)
+    with pytest.raises(ValueError, match="C must"):
+        project(np.ones((1, 4)), prior, 0.5, 0.5)
+    assert in_bounded_set(np.ones((3, 5)) / 5, prior, 2.0, 0.5).tolist() == [False, False, False]
+    f = np.array([[0.4, 0.2, 0.2, 0.2], [0.6, 0.2, 0.1, 0.1], [0.25, 0.25, 0.25, np.nan]])
+    assert in_bounded_set(f, prior, 2.0, 0.5).tolist() == [True, False, False]
+
+
+def test_draw_is_the_inverse_cdf_over_a_batch() -> None:
+    rng = np.random.default_rng(3)
+    densities = rng.dirichlet(np.ones(50), size=30)
+    uniforms = rng.random(30)
+    batch = draw(densities, uniforms)
+    for density, u, index in zip(densities, uniforms, batch, strict=True):
+        cdf = np.cumsum(density)
+        assert index == min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), 49)
+        assert draw(density, u) == index  # the batch of one
+    # One density, many uniforms: one draw per uniform.
+    assert draw(densities[0], uniforms).tolist() == [int(draw(densities[0], u)) for u in uniforms]
+    assert draw(np.array([0.5, 0.5, 0.0]), np.nextafter(1.0, 0.0)) == 1  # never a zero-mass tail point
+    assert draw(np.array([0.0, 0.0, 1.0]), 0.0) == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,8 @@ def test_notebook_executes(path: Path, monkeypatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
+    # A last cell reports the size switch as the kernel saw it: the small run must have reached the notebook.
+    nb.cells.append(nbformat.v4.new_code_cell('import os\nprint(os.environ.get("DPHYPO_NB_SMALL"))'))
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
@@ -33,4 +34,8 @@ def test_notebook_executes(path: Path, monkeypatch) -> None:
               if "image/png" in o.get("data", {})]
     if path.stem != "quickstart":
         assert images, "the notebook's figures did not render"
-    assert os.environ.get("DPHYPO_NB_SMALL") == "1"
+    probe = [o for o in nb.cells[-1].get("outputs", []) if o.get("output_type") == "stream"]
+    assert "".join(o.get("text", "") for o in probe) == "1\n", "the kernel did not run with DPHYPO_NB_SMALL=1"
+    code = [(i, cell) for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and cell.source.strip()]
+    unexecuted = [i for i, cell in code if cell.execution_count is None]
+    assert not unexecuted, f"code cells {unexecuted} did not run"

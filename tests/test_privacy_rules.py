@@ -17,19 +17,20 @@ from torch import nn
 
 import dphypo
 from dphypo.cli import run as cli
-from dphypo.privacy import PrivacyConfig, SearchPrivacy, gaussian_rdp, geometric
+from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
+from dphypo.search.tuner import PrivateScore, Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train import DPSGDObjective
-from dphypo.train.private import DPSGDPlan
-from dphypo.tuner import PrivateScore, Tuner
+from dphypo.train.plan import DPSGDPlan
 
 TINY_SPACE = SearchSpace({"lr": Grid([0.3, 1.0], scale="log"), "clip": Grid([0.5, 2.0])})
 TINY_CLI = "tune --epochs 1 --lr-grid 0.3,1 --clip-grid 0.5,2 --runs geometric --mean 2 --epsilon 8".split()
 
 
-def _digits_plan_kwargs() -> dict[str, Any]:
+def _digits_training() -> dphypo.DPSGD:
     splits = DPSGDObjective("digits").splits()
-    return {"n_train": len(splits.y_train), "n_val": len(splits.y_val), "batch_size": 64, "epochs": 1}
+    return dphypo.DPSGD(n_train=len(splits.y_train), n_val=len(splits.y_val), batch_size=64, epochs=1,
+                        score_noise=20.0)
 
 
 class _SeedLog:
@@ -74,13 +75,13 @@ class _SeedLog:
 
 
 def _default_search() -> dphypo.SearchResult:
-    return dphypo.tune(DPSGDObjective("digits"), TINY_SPACE, epsilon=8.0, score_noise=20.0,
-                       runs=geometric(0.5), **_digits_plan_kwargs())
+    return dphypo.tune(DPSGDObjective("digits"), TINY_SPACE, _digits_training(), epsilon=8.0,
+                       runs=geometric(0.5))
 
 
 # -- rule 6: nothing on the private path is seeded from a public value -------------------------------------------
 def test_no_generator_on_the_private_path_is_seeded_from_a_constant(monkeypatch: pytest.MonkeyPatch) -> None:
-    _digits_plan_kwargs()  # the public train/val/test split is cached before recording (docs/privacy.md)
+    _digits_training()  # the public train/val/test split is cached before recording (docs/privacy.md)
     log = _SeedLog(monkeypatch)
     first = _default_search()
     seeds_first = log.take()
@@ -94,7 +95,7 @@ def test_no_generator_on_the_private_path_is_seeded_from_a_constant(monkeypatch:
 
 
 def test_two_default_searches_draw_different_T_and_noise() -> None:
-    privacy = PrivacyConfig(SearchPrivacy(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyPlan(SearchSpec(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
     space = SearchSpace({"x": Grid([i / 9 for i in range(10)])})
     tuners = [Tuner(lambda p, r: float(r.rng.normal()), space, privacy) for _ in range(2)]
     assert tuners[0].seed != tuners[1].seed
@@ -137,7 +138,7 @@ def _keys(tree: Any) -> list[str]:
 
 # -- rule 1: progress displays show no counts in release mode -----------------------------------------------------
 def test_the_release_mode_progress_label_has_no_run_count() -> None:
-    from dphypo._cli_tune import progress_label
+    from dphypo.cli.tune import progress_label
 
     assert "{task.completed}" not in progress_label(show_trials=False)
     assert "{task.completed}" in progress_label(show_trials=True) and "curator-only" in progress_label(True)
@@ -148,8 +149,8 @@ def _plan() -> DPSGDPlan:
     return DPSGDPlan(sigma=1.0, batch_size=10, epochs=1, n_train=100, n_val=50, score_noise=5.0)
 
 
-def _privacy_for(plan: DPSGDPlan) -> PrivacyConfig:
-    return PrivacyConfig(SearchPrivacy(geometric(0.5)), plan.rdp(), 1e-5)
+def _privacy_for(plan: DPSGDPlan) -> PrivacyPlan:
+    return PrivacyPlan(SearchSpec(geometric(0.5)), plan.rdp(), 1e-5)
 
 
 def test_a_bare_score_is_refused_when_the_plan_releases_a_noisy_score() -> None:
@@ -186,11 +187,10 @@ def test_a_score_made_by_another_run_is_refused() -> None:
         return stolen[0]
 
     with pytest.raises(TypeError, match="made by run 0"):
-        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, batch_size=1).run()
+        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, runs_per_update=1).run()
 
 
 def test_the_released_model_is_the_plain_module_not_opacus_wrapper() -> None:
-    kwargs = _digits_plan_kwargs()
     splits = DPSGDObjective("digits").splits()
 
     def train(params: dict, run) -> tuple[PrivateScore, nn.Module]:
@@ -206,7 +206,7 @@ def test_the_released_model_is_the_plain_module_not_opacus_wrapper() -> None:
             optimizer.step()
         return run.private_score(0), wrapped
 
-    result = dphypo.tune(train, TINY_SPACE, sigma=2.0, score_noise=20.0, runs=geometric(0.5), **kwargs)
+    result = dphypo.tune(train, TINY_SPACE, _digits_training(), sigma=2.0, runs=geometric(0.5))
     assert type(result.release.artifact) is nn.Sequential
 
 
@@ -216,7 +216,7 @@ def test_a_search_through_the_api_does_not_repeat_torchs_backward_hook_warning(r
 
 
 def test_a_misconfigured_objective_fails_every_run_and_the_curator_is_told() -> None:
-    privacy = PrivacyConfig(SearchPrivacy(geometric(0.3)), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyPlan(SearchSpec(geometric(0.3)), gaussian_rdp(4.0), 1e-5)
 
     def broken(params: dict, run) -> float:
         raise KeyError("learning_rate")  # a bug, not the data: still scored worst (it cannot be told apart)

@@ -9,35 +9,26 @@ The public surface:
 * tuning theorems: :func:`tuning_rdp` (Theorem A of ``docs/proofs/adaptive.md`` for C > c, Papernot-Steinke
   Theorems 2 and 6 for a uniform search), :func:`theorem_a`, :func:`theorem_a_pure`, and the published
   :func:`dphypo_theorem1` / :func:`dphypo_theorem2` (proof gap; opt-in in the accountant);
-* the accountant: :class:`SearchPrivacy`, :class:`PrivacyConfig`, :func:`account`, :func:`account_pure`,
+* the accountant: :class:`SearchSpec`, :class:`PrivacyPlan`, :func:`account`, :func:`account_pure`,
   :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
 * conversions: :func:`epsilon_from_rdp`, :func:`delta_from_rdp`.
+
+Modules, each importing only earlier ones (``tests/test_architecture.py`` checks there is no cycle): ``errors``;
+``rdp``, ``conversion``, ``run_counts``; ``profiles``; ``tuning`` (the published theorems); ``adaptive``
+(Theorems A and B); ``search_rdp`` (:func:`tuning_rdp`, the dispatcher to the one covering theorem); ``spec``
+(:class:`SearchSpec`, :class:`PrivacyReport`); ``profile_tuning``; ``accountant`` (:func:`account`); ``charged``;
+``plan`` (:class:`PrivacyPlan`); ``calibration``; ``subsampled``, ``transfer``.
 """
 
 from __future__ import annotations
 
-from dphypo.privacy.accountant import (
-    CalibrationError,
-    CalibrationResult,
-    PrivacyConfig,
-    PrivacyReport,
-    SearchPrivacy,
-    account,
-    account_pure,
-    calibrate_dpsgd_sigma,
-    calibrate_sigma,
-)
+from typing import NoReturn
+
+from dphypo.privacy.accountant import account, account_pure
 from dphypo.privacy.adaptive import theorem_a, theorem_a_pure
+from dphypo.privacy.calibration import CalibrationError, CalibrationResult, calibrate_dpsgd_sigma, calibrate_sigma
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
-from dphypo.privacy.distributions import (
-    RUN_COUNT_FAMILIES,
-    Poisson,
-    RunCountDistribution,
-    TruncatedNegativeBinomial,
-    geometric,
-    logarithmic,
-    make_run_count,
-)
+from dphypo.privacy.plan import PrivacyPlan
 from dphypo.privacy.rdp import (
     DEFAULT_ORDERS,
     RdpCurve,
@@ -48,14 +39,23 @@ from dphypo.privacy.rdp import (
     pure_dp_rdp,
     zero_rdp,
 )
+from dphypo.privacy.run_counts import (
+    RUN_COUNT_FAMILIES,
+    Poisson,
+    RunCountDistribution,
+    TruncatedNegativeBinomial,
+    geometric,
+    logarithmic,
+    make_run_count,
+)
+from dphypo.privacy.search_rdp import AdaptivePoissonError, tuning_rdp
+from dphypo.privacy.spec import PrivacyReport, SearchSpec
 from dphypo.privacy.tuning import (
-    AdaptivePoissonError,
     TuningRdp,
     check_density_bounds,
     dphypo_theorem1,
     dphypo_theorem2,
     papernot_steinke_theorem6,
-    tuning_rdp,
 )
 
 __all__ = [
@@ -65,11 +65,11 @@ __all__ = [
     "CalibrationError",
     "CalibrationResult",
     "Poisson",
-    "PrivacyConfig",
+    "PrivacyPlan",
     "PrivacyReport",
     "RdpCurve",
     "RunCountDistribution",
-    "SearchPrivacy",
+    "SearchSpec",
     "TruncatedNegativeBinomial",
     "TuningRdp",
     "account",
@@ -95,3 +95,17 @@ __all__ = [
     "tuning_rdp",
     "zero_rdp",
 ]
+
+#: Names removed by the SearchSpec/PrivacyPlan rename, mapped to their replacements (no alias: one name per concept).
+_RENAMED = {"SearchPrivacy": "SearchSpec", "PrivacyConfig": "PrivacyPlan"}
+
+
+def __getattr__(name: str) -> NoReturn:
+    """Name the replacement of a renamed class instead of failing with a bare AttributeError.
+
+    Raises:
+        AttributeError: Always; for a renamed name the message names the new one.
+    """
+    if name in _RENAMED:
+        raise AttributeError(f"dphypo.privacy.{name} was renamed to dphypo.privacy.{_RENAMED[name]}")
+    raise AttributeError(f"module 'dphypo.privacy' has no attribute {name!r}")

@@ -23,6 +23,9 @@ the right end being DP-HyPO Theorem 2.
 The accountant evaluates them for C > c only (:func:`adaptive_rdp`, :func:`adaptive_pure_epsilon`, floored at
 the uniform bound so ε is monotone in C/c); a uniform search (C = c = 1) keeps Papernot & Steinke 2022,
 Theorem 2 / Corollary 3 exactly as printed (:func:`~dphypo.privacy.tuning.dphypo_theorem1` at C = c = 1).
+
+References (docs/references.md): Wang et al. 2023 (DP-HyPO) arXiv:2306.05734v2; Papernot & Steinke 2022
+arXiv:2110.03620v2.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import math
 
 import numpy as np
 
-from dphypo.privacy.distributions import TruncatedNegativeBinomial
 from dphypo.privacy.rdp import RdpCurve
+from dphypo.privacy.run_counts import TruncatedNegativeBinomial
 from dphypo.privacy.tuning import TuningRdp, check_density_bounds, dphypo_theorem1, dphypo_theorem2
 
 __all__ = [
@@ -72,15 +75,21 @@ PUBLISHED_THEOREM2 = "DP-HyPO Theorem 2 (published; proof has a known gap; impli
 
 
 def check_adaptive_theorem(adaptive_theorem: str) -> None:
-    """Validate the choice of adaptive bound: ``"A"`` (proven, default), ``"B"`` (proven, numerical, opt-in) or
-    ``"published"`` (opt-in)."""
+    """Validate the choice of adaptive bound.
+
+    Raises:
+        ValueError: ``adaptive_theorem`` is not ``"A"`` (proven, default), ``"B"`` (proven, numerical, opt-in) or
+            ``"published"`` (opt-in).
+    """
     if adaptive_theorem not in ADAPTIVE_THEOREMS:
         raise ValueError(f"adaptive_theorem must be one of {ADAPTIVE_THEOREMS}, got {adaptive_theorem!r}")
 
 
 def rdp_method_name(adaptive: bool, adaptive_theorem: str = "A") -> str:
-    """Name of the RDP route in a report's ``methods``: ``"rdp"`` (uniform), ``"rdp-theorem-a"``,
-    ``"rdp-theorem-b"`` or ``"rdp-published-thm1"`` (adaptive)."""
+    """Name of the RDP route in a report's ``methods``.
+
+    ``"rdp"`` (uniform), ``"rdp-theorem-a"``, ``"rdp-theorem-b"`` or ``"rdp-published-thm1"`` (adaptive).
+    """
     check_adaptive_theorem(adaptive_theorem)
     if not adaptive:
         return "rdp"
@@ -171,8 +180,9 @@ def theorem_a(base: RdpCurve, run_count: TruncatedNegativeBinomial, C: float, c:
 
 
 def _partner_upper(g: np.ndarray, orders: np.ndarray, eps_hat: np.ndarray, pure: float | None) -> np.ndarray:
-    """Upper bounds on ``G′max(G) = max{G′ ≥ G : D_α̂(Bern(G′)‖Bern(G)) ≤ ε̂(α̂) and
-    D_α̂(Bern(G)‖Bern(G′)) ≤ ε̂(α̂) for every α̂}``, shape ``(n,)``.
+    """Upper bounds on the largest feasible partner G′max(G) of each G, shape ``(n,)``.
+
+    ``G′max(G) = max{G′ ≥ G : D_α̂(Bern(G′)‖Bern(G)) ≤ ε̂(α̂) and D_α̂(Bern(G)‖Bern(G′)) ≤ ε̂(α̂) for every α̂}``.
 
     Bisection on G′ ∈ [G, 1] (the feasible G′ ≥ G form an interval containing G: for α̂ ≥ 1 the binary α̂-moment
     p^α̂ q^(1−α̂) + (1−p)^α̂ (1−q)^(1−α̂) is convex in each argument and equals 1 at p = q), 60 halvings, returning
@@ -209,8 +219,10 @@ def _partner_upper(g: np.ndarray, orders: np.ndarray, eps_hat: np.ndarray, pure:
 def theorem_b_log_sup(
     base: RdpCurve, run_count: TruncatedNegativeBinomial, C: float, c: float, *, grid: int = THEOREM_B_GRID
 ) -> np.ndarray:
-    """Rigorous upper bound on ``log sup φ_α(G, G′)`` over the feasible pairs, per order α of ``base``, shape
-    ``(m,)`` (see :func:`theorem_b`; φ_α = u^α v^(1−α) of docs/proofs/adaptive.md, Step 7)."""
+    """Rigorous upper bound on ``log sup φ_α(G, G′)`` over the feasible pairs, per order α of ``base``.
+
+    See :func:`theorem_b`; φ_α = u^α v^(1−α) of docs/proofs/adaptive.md, Step 7. Returns shape ``(m,)``.
+    """
     theta, gamma, mean = run_count.theta, run_count.gamma, run_count.mean
     a = base.orders
     finite = np.isfinite(base.epsilons)
@@ -262,8 +274,10 @@ def theorem_b(
 
 
 def theorem_a_pure(epsilon: float, theta: float, gamma: float, C: float, c: float) -> float:
-    r"""Theorem A∞ of docs/proofs/adaptive.md (replaces DP-HyPO Theorem 2): every candidate ε-DP ⇒ the search is
-    ε′-DP with ``ε′ = ε + log(C/c) + (1+θ) log[(γ + (1−γ) C) / (γ + (1−γ) c e^(−ε))]``.
+    r"""Theorem A∞ of docs/proofs/adaptive.md (replaces DP-HyPO Theorem 2), the pure-DP bound for C > c.
+
+    Every candidate ε-DP ⇒ the search is ε′-DP with
+    ``ε′ = ε + log(C/c) + (1+θ) log[(γ + (1−γ) C) / (γ + (1−γ) c e^(−ε))]``.
 
     Never above DP-HyPO Theorem 2's ``(2+θ)(ε + log(C/c))`` (equal as γ → 0).
 

@@ -9,11 +9,14 @@ but it is the simple statement that is clearly valid, and it makes the cost of r
 Two valid bounds are evaluated and the smaller is reported:
 
 * ``rdp``: RDP composition (Mironov 2017, Proposition 1) of the search's RDP curve (DP-HyPO Theorem 1 /
-  Papernot & Steinke 2022 Theorems 2 and 6, :func:`~dphypo.privacy.tuning.tuning_rdp`) with ``k`` × the base curve,
+  Papernot & Steinke 2022 Theorems 2 and 6, :func:`~dphypo.privacy.search_rdp.tuning_rdp`) with ``k`` × the base curve,
   converted with Canonne, Kamath & Steinke 2020 (:func:`~dphypo.privacy.conversion.epsilon_from_rdp`);
 * ``<profile method>+basic``: for a uniform search with a privacy profile, the Koskela-Redberg-Wang bound at δ/2
   plus the RDP ε of the ``k`` charged runs at δ/2 (basic composition of approximate DP, Dwork & Roth 2014,
   Theorem 3.16: ε and δ add).
+
+References (docs/references.md): Mironov 2017 arXiv:1702.07476 (version unverified); Papernot & Steinke 2022
+arXiv:2110.03620v2; Canonne, Kamath & Steinke 2020 arXiv:2004.00010v4; Dwork & Roth 2014 (monograph, no arXiv id).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from dphypo.privacy.accountant import PrivacyReport, SearchPrivacy, account
+from dphypo.privacy.accountant import account
 from dphypo.privacy.adaptive import rdp_method_name
-from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.rdp import RdpCurve, compose
-from dphypo.privacy.tuning import tuning_rdp
+from dphypo.privacy.run_counts import Binomial
+from dphypo.privacy.search_rdp import tuning_rdp
+from dphypo.privacy.spec import PrivacyReport, SearchSpec
 
 __all__ = ["account_charged"]
 
@@ -38,7 +42,7 @@ def _rdp_epsilon(curve: RdpCurve, delta: float) -> tuple[float, float]:
 
 def account_charged(
     base: RdpCurve,
-    search: SearchPrivacy,
+    search: SearchSpec,
     delta: float,
     charged_runs: int,
     *,

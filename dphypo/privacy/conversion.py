@@ -10,6 +10,9 @@ a (α, ε_R)-RDP mechanism is (ε, δ)-DP with
 Beware the sign typo in Papernot & Steinke's main text (see the notes): the exponent is (ε_R − ε).
 For tiny ε_R we also use the KL bound δ ≤ sqrt(1 − e^{−KL}) (Pinsker-type; as dp_accounting does), with
 KL ≤ ε_R(α) for any α > 1 because D_α is non-decreasing in α.
+
+References (docs/references.md): Canonne, Kamath & Steinke 2020 arXiv:2004.00010v4; Asoodeh et al. 2020
+arXiv:2008.06529 (version unverified); Papernot & Steinke 2022 arXiv:2110.03620v2.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ so for a target δ, ``ε_A(δ) = ε_Q(δ/m) + min_{ε₁} ε₂(ε₁)``: the se
 All (ε, δ) statements at the same δ hold simultaneously, so reporting the **minimum** over the applicable
 methods and the RDP accountant is sound. δ_Q must upper-bound the symmetric profile of one *whole* candidate
 run (every DP-SGD step plus any private score release) for every candidate the prior can draw.
+
+References (docs/references.md): Koskela, Redberg & Wang 2024 arXiv:2402.06701 (version unverified); Papernot &
+Steinke 2022 arXiv:2110.03620v2.
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from dphypo.privacy.accountant import SearchPrivacy
-from dphypo.privacy.binomial import Binomial
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
-from dphypo.privacy.distributions import Poisson, TruncatedNegativeBinomial
+from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import DEFAULT_DISCRETIZATION, PrivacyProfile, dpsgd_profile
 from dphypo.privacy.rdp import RdpCurve, dpsgd_rdp, nonnegative_bound
+from dphypo.privacy.run_counts import Binomial, Poisson, TruncatedNegativeBinomial
+from dphypo.privacy.spec import SearchSpec
 
 __all__ = [
     "METHOD_BINOMIAL",
@@ -85,7 +88,7 @@ _FAMILY = {
 _GRID = 512  # ε₁ grid points before the local refinement
 
 
-class ProfileScopeError(ValueError):
+class ProfileScopeError(DphypoError, ValueError):
     """A privacy-profile bound was requested outside its proven scope (adaptive search or wrong run count)."""
 
 
@@ -119,7 +122,7 @@ class ProfileBound:
 
 
 # -- scope -------------------------------------------------------------------------------------------------
-def scope_error(method: str, search: SearchPrivacy) -> str | None:
+def scope_error(method: str, search: SearchSpec) -> str | None:
     """Why ``method`` does not apply to ``search`` (``None`` if it applies).
 
     Args:
@@ -131,8 +134,8 @@ def scope_error(method: str, search: SearchPrivacy) -> str | None:
     """
     if method not in PROFILE_METHODS:
         raise ValueError(f"method must be one of {', '.join(PROFILE_METHODS)}, got {method!r}")
-    if not isinstance(search, SearchPrivacy):
-        raise TypeError(f"search must be a SearchPrivacy, got {type(search).__name__}")
+    if not isinstance(search, SearchSpec):
+        raise TypeError(f"search must be a SearchSpec, got {type(search).__name__}")
     rc = search.run_count
     if search.adaptive:
         reason = (
@@ -153,19 +156,19 @@ def scope_error(method: str, search: SearchPrivacy) -> str | None:
     return None
 
 
-def is_applicable(method: str, search: SearchPrivacy) -> bool:
+def is_applicable(method: str, search: SearchSpec) -> bool:
     """Whether ``method`` is proven for ``search`` (uniform search with the method's run-count family)."""
     return scope_error(method, search) is None
 
 
-def applicable_methods(search: SearchPrivacy) -> tuple[str, ...]:
+def applicable_methods(search: SearchSpec) -> tuple[str, ...]:
     """The profile-based methods proven for ``search`` (empty for an adaptive search)."""
     if search.adaptive:
         return ()
     return tuple(m for m in PROFILE_METHODS if isinstance(search.run_count, _FAMILY[m]))
 
 
-def _require(method: str, search: SearchPrivacy) -> None:
+def _require(method: str, search: SearchSpec) -> None:
     reason = scope_error(method, search)
     if reason is not None:
         raise ProfileScopeError(reason)
@@ -178,7 +181,7 @@ def _check_delta(delta: float) -> None:
 
 # -- one-dimensional minimisation over ε₁ --------------------------------------------------------------------
 def _minimise(objective: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> tuple[float, float]:
-    """min of ``objective`` on [lo, hi]: dense grid (vectorised profile calls), then bounded Brent locally.
+    """Min of ``objective`` on [lo, hi]: dense grid (vectorised profile calls), then bounded Brent locally.
 
     Any ε₁ in the admissible range gives a valid bound, so a sub-optimal minimiser is loose, never unsafe.
 
@@ -242,8 +245,9 @@ def _poisson_overhead(profile: PrivacyProfile, rc: Poisson) -> tuple[float, floa
 
 
 def _binomial_overhead(profile: PrivacyProfile, rc: Binomial) -> tuple[float, float]:
-    """KRW 2024 Theorem 5.7: ε₂(ε₁) = (n−1)·log(1 + p(e^{ε₁} − 1) + p·δ_Q(ε₁)), for ε₁ ≥ 0 with
-    ε₁ ≥ log(1 + p·δ_Q(ε₁)/(1−p)).
+    """KRW 2024 Theorem 5.7: the selection overhead of binomial T, minimised over admissible ε₁.
+
+    ε₂(ε₁) = (n−1)·log(1 + p(e^{ε₁} − 1) + p·δ_Q(ε₁)), for ε₁ ≥ 0 with ε₁ ≥ log(1 + p·δ_Q(ε₁)/(1−p)).
 
     The condition's inequality sign is lost in the extraction; it is reconstructed from the proof (App. C.4,
     Lemma C.5: (ax+b)/(cx+d) is non-decreasing iff ad ≥ bc, so the ratio bound is attained at q′ = 1).
@@ -289,7 +293,7 @@ _OVERHEADS = {
 
 # -- public bounds -------------------------------------------------------------------------------------------
 def _selection_bound(
-    method: str, profile: PrivacyProfile, search: SearchPrivacy, delta: float
+    method: str, profile: PrivacyProfile, search: SearchSpec, delta: float
 ) -> ProfileBound:
     _require(method, search)
     _check_delta(delta)
@@ -312,8 +316,8 @@ def _selection_bound(
     )
 
 
-def tnb_profile_bound(profile: PrivacyProfile, search: SearchPrivacy, delta: float) -> ProfileBound:
-    """ε of a uniform search with T ~ TNB(θ, γ) from KRW 2024 **Theorem 5.2** (η = θ), optimised over ε₁:
+def tnb_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+    """ε of a uniform search with T ~ TNB(θ, γ) from KRW 2024 **Theorem 5.2** (η = θ), optimised over ε₁.
 
         ε = ε_Q(δ/m) + min_{ε₁ ≥ 0} (θ+1)·log(e^{ε₁} + ((1−γ)/γ)·δ_Q(ε₁)),   m = E[T].
 
@@ -334,8 +338,9 @@ def tnb_profile_bound(profile: PrivacyProfile, search: SearchPrivacy, delta: flo
     return _selection_bound(METHOD_TNB, profile, search, delta)
 
 
-def poisson_profile_bound(profile: PrivacyProfile, search: SearchPrivacy, delta: float) -> ProfileBound:
-    """ε of a uniform search with T ~ Poisson(m) from KRW 2024 **Corollary 5.8**, optimised over ε₁ ≥ 0:
+def poisson_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+    """ε of a uniform search with T ~ Poisson(m) from KRW 2024 **Corollary 5.8**, optimised over ε₁ ≥ 0.
+
     ε = ε_Q(δ/m) + min [m(e^{ε₁} − 1) + m·δ_Q(ε₁)] = ε_Q(δ/m) + m·δ_Q(0). Linear in m (≈ m·TV): for m ≳ 10 on
     DP-SGD bases, TNB T or ``rdp-poisson-pld`` usually win. Args, returns and raises as
     :func:`tnb_profile_bound` (Poisson T).
@@ -343,19 +348,20 @@ def poisson_profile_bound(profile: PrivacyProfile, search: SearchPrivacy, delta:
     return _selection_bound(METHOD_POISSON, profile, search, delta)
 
 
-def binomial_profile_bound(profile: PrivacyProfile, search: SearchPrivacy, delta: float) -> ProfileBound:
-    """ε of a uniform search with T ~ Bin(n, p) from KRW 2024 **Theorem 5.7**, optimised over admissible ε₁:
+def binomial_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+    """ε of a uniform search with T ~ Bin(n, p) from KRW 2024 **Theorem 5.7**, optimised over admissible ε₁.
+
     ε = ε_Q(δ/m) + min (n−1)·log(1 + p(e^{ε₁} − 1) + p·δ_Q(ε₁)) s.t. ε₁ ≥ log(1 + p·δ_Q(ε₁)/(1−p)), m = np.
-    T = 0 releases a fixed default (:mod:`dphypo.privacy.binomial`); the bound holds for ε ≥ 0. Args, returns
+    T = 0 releases a fixed default (:mod:`dphypo.privacy.run_counts`); the bound holds for ε ≥ 0. Args, returns
     and raises as :func:`tnb_profile_bound` (binomial T).
     """
     return _selection_bound(METHOD_BINOMIAL, profile, search, delta)
 
 
 def poisson_rdp_with_profile_bound(
-    base: RdpCurve, profile: PrivacyProfile, search: SearchPrivacy, delta: float
+    base: RdpCurve, profile: PrivacyProfile, search: SearchSpec, delta: float
 ) -> ProfileBound:
-    """Papernot & Steinke 2022 **Theorem 6** with δ̂ from the privacy profile (uniform search, Poisson T):
+    """Papernot & Steinke 2022 **Theorem 6** with δ̂ from the privacy profile (uniform search, Poisson T).
 
         ε′(α) = ε(α) + m·δ̂_α + log(m)/(α−1),   ε̂_α = log(1 + 1/(α−1)),   δ̂_α = min(δ_Q(ε̂_α), δ_RDP(ε̂_α)),
 
@@ -392,7 +398,7 @@ def poisson_rdp_with_profile_bound(
     return ProfileBound(value, delta, method, _THEOREMS[method], nan, nan, nan, nan, mu, order)
 
 
-def selection_delta(profile: PrivacyProfile, search: SearchPrivacy, epsilon: float) -> float:
+def selection_delta(profile: PrivacyProfile, search: SearchSpec, epsilon: float) -> float:
     """δ of a uniform search at a given ε ≥ 0: ``min(1, m·δ_Q(ε − ε₂*))`` (KRW 2024 Thm 5.2 / 5.7 / Cor 5.8).
 
     m·δ_Q(ε − ε₂) is non-decreasing in ε₂, so the best ε₁ for every ε is the one minimising ε₂. ε − ε₂* may be
@@ -418,7 +424,7 @@ def selection_delta(profile: PrivacyProfile, search: SearchPrivacy, epsilon: flo
 def profile_bound(
     method: str,
     profile: PrivacyProfile,
-    search: SearchPrivacy,
+    search: SearchSpec,
     delta: float,
     *,
     base_rdp: RdpCurve | None = None,
@@ -437,7 +443,7 @@ def profile_bound(
 
 
 def profile_bounds(
-    profile: PrivacyProfile, search: SearchPrivacy, delta: float, *, base_rdp: RdpCurve | None = None
+    profile: PrivacyProfile, search: SearchSpec, delta: float, *, base_rdp: RdpCurve | None = None
 ) -> dict[str, ProfileBound]:
     """Every applicable profile-based bound for ``search`` (``rdp-poisson-pld`` only with ``base_rdp``).
 
@@ -468,7 +474,7 @@ def profile_epsilons(
     base_sigma: float,
     sample_rate: float,
     steps: int,
-    search: SearchPrivacy,
+    search: SearchSpec,
     delta: float,
     *,
     discretization: float = DEFAULT_DISCRETIZATION,

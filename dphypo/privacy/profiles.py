@@ -25,6 +25,10 @@ are safe and optimistic estimates are not):
 * :class:`MaxProfile` — the pointwise max of several profiles: a dominating profile for candidates drawn
   from a *fixed* distribution with different privacy costs (joint convexity of H_{e^ε}; KRW 2024 Sec. 6.1
   asks that "each candidate mechanism has the same privacy profile", which a common upper bound provides).
+
+References (docs/references.md): Balle, Barthe & Gaboardi 2018 arXiv:1807.01647; Balle & Wang 2018 arXiv:1805.06530;
+Zhu, Dong & Wang 2022 arXiv:2106.08567; Doroshenko et al. 2022 arXiv:2207.04380; Koskela et al. 2021
+arXiv:2006.07134; Koskela, Redberg & Wang 2024 arXiv:2402.06701 (versions unverified).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
+from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.rdp import MIN_DPSGD_SIGMA, Mechanism, compose_mechanisms, dpsgd_mechanism, mechanism_key
 
 __all__ = [
@@ -262,13 +267,16 @@ class PldProfile(PrivacyProfile):
 
     @property
     def label(self) -> str:
+        """Human-readable description of the mechanism this profile bounds."""
         return self.name
 
     @property
     def mechanism(self) -> Mechanism | None:
+        """Exact description of the mechanism (compared with the RDP curve's), or ``None`` if unknown."""
         return self.mechanism_key
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
+        """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
         eps = np.asarray(epsilon, dtype=np.float64)
         if np.any(np.isnan(eps)):
             raise ValueError("epsilon must not be NaN")
@@ -300,7 +308,7 @@ class PldProfile(PrivacyProfile):
                           compose_mechanisms(self.mechanism, other.mechanism))
 
 
-class ProfileTooLargeError(ValueError):
+class ProfileTooLargeError(DphypoError, ValueError):
     """A PLD would exceed :data:`MAX_PLD_POINTS` grid points even at :data:`MAX_DISCRETIZATION`.
 
     The accountant then reports the RDP bounds only and names the reason (:class:`ProfileSkipped`).
@@ -525,7 +533,7 @@ def dpsgd_profile_or_skip(
 
 @dataclass(frozen=True)
 class GaussianProfile(PrivacyProfile):
-    """Gaussian mechanism, exact (Balle & Wang 2018, Theorem 8; symmetric in the two directions):
+    """Gaussian mechanism, exact (Balle & Wang 2018, Theorem 8; symmetric in the two directions).
 
         δ(ε) = Φ(Δ/(2s) − εs/Δ) − e^ε Φ(−Δ/(2s) − εs/Δ),
 
@@ -547,13 +555,16 @@ class GaussianProfile(PrivacyProfile):
 
     @property
     def label(self) -> str:
+        """Human-readable description of the mechanism this profile bounds."""
         return f"Gaussian(sigma={self.sigma:g}, sensitivity={self.sensitivity:g})"
 
     @property
     def mechanism(self) -> Mechanism | None:
+        """Exact description of the mechanism (compared with the RDP curve's), or ``None`` if unknown."""
         return mechanism_key("Gaussian", sigma=float(self.sigma), sensitivity=float(self.sensitivity))
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
+        """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
         eps = np.asarray(epsilon, dtype=np.float64)
         r = self.sensitivity / self.sigma
         a = r / 2.0 - eps / r
@@ -566,7 +577,8 @@ class GaussianProfile(PrivacyProfile):
 
 @dataclass(frozen=True, eq=False)
 class DiscreteProfile(PrivacyProfile):
-    """Exact symmetric profile of two explicit finite distributions:
+    """Exact symmetric profile of two explicit finite distributions.
+
     ``δ(ε) = max(H_{e^ε}(P‖P′), H_{e^ε}(P′‖P))``.
 
     Args:
@@ -591,9 +603,11 @@ class DiscreteProfile(PrivacyProfile):
 
     @property
     def label(self) -> str:
+        """Human-readable description of the mechanism this profile bounds."""
         return self.name
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
+        """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
         return np.clip(
             np.maximum(
                 hockey_stick(self.p, self.p_prime, epsilon), hockey_stick(self.p_prime, self.p, epsilon)
@@ -625,6 +639,7 @@ class MaxProfile(PrivacyProfile):
 
     @property
     def label(self) -> str:
+        """Human-readable description of the mechanism this profile bounds."""
         return self.name or "max(" + ", ".join(p.label for p in self.profiles) + ")"
 
     @property
@@ -634,6 +649,7 @@ class MaxProfile(PrivacyProfile):
         return keys.pop() if len(keys) == 1 else None
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
+        """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
         return np.max(np.stack([np.asarray(p.delta(epsilon)) for p in self.profiles]), axis=0)
 
     def epsilon(self, delta: float) -> float:

@@ -10,6 +10,10 @@ analysis imports torch). At integer orders the two agree to 1e-12. At fractional
 the *absolute values* of the binomial series (Opacus keeps the signs), so its bound is valid but up to ~20 %
 larger at α ≈ 1 and can fail to converge (→ ∞, "no bound at this order") for large sampling rates; the effect on
 a search's total ε is ~1e-4 in the paper's MNIST setting (tests/privacy/test_rdp.py checks both facts).
+
+References (docs/references.md): Mironov 2017 arXiv:1702.07476; Mironov, Talwar & Zhang 2019 arXiv:1908.10530;
+Bun & Steinke 2016 arXiv:1605.02065; van Erven & Harremoës 2014 arXiv:1206.2459 (versions unverified); Papernot &
+Steinke 2022 arXiv:2110.03620v2.
 """
 
 from __future__ import annotations
@@ -137,8 +141,11 @@ class RdpCurve:
         return RdpCurve(self.orders, count * self.epsilons, pure, f"{count} x ({self.label})", mechanism)
 
     def monotone(self) -> RdpCurve:
-        """The envelope ``ε̃(α) = min_{α' ≥ α} ε(α')``, also a valid bound because D_α is non-decreasing in α
-        (van Erven & Harremoës 2014, Theorem 3; Papernot & Steinke 2022, Remark 5)."""
+        """The envelope ``ε̃(α) = min_{α' ≥ α} ε(α')``.
+
+        Also a valid bound because D_α is non-decreasing in α (van Erven & Harremoës 2014, Theorem 3; Papernot &
+        Steinke 2022, Remark 5).
+        """
         env = np.minimum.accumulate(self.epsilons[::-1])[::-1]
         if self.pure_epsilon is not None:
             env = np.minimum(env, self.pure_epsilon)

@@ -13,7 +13,7 @@ are binomial expansions), so curves are taken on the contiguous grid 2..``max_or
 Canonne–Kamath–Steinke conversion (KK Lemma 3). ε(1) terms are e^{0·ε(1)} = 1 (never evaluated).
 
 **Tuning curve ε_tune.** KK Thm 1 treats M_tune as a black box that is (k, ε_tune(k))-RDP on X₁ (add/remove).
-We take it from :func:`~dphypo.privacy.tuning.tuning_rdp`:
+We take it from :func:`~dphypo.privacy.search_rdp.tuning_rdp`:
 
 * uniform search (C = c = 1): Papernot & Steinke 2022 Theorem 2 (TNB T) or Theorem 6 (Poisson T, KK's
   "Theorem 5");
@@ -27,6 +27,9 @@ We take it from :func:`~dphypo.privacy.tuning.tuning_rdp`:
 
 Not covered (refused or out of scope): binomial T (no RDP theorem in dphypo); resampling X₁ per candidate;
 non-Poisson (e.g. fixed-size) tuning subsets; privacy-profile (hockey-stick) versions of either variant.
+
+References (docs/references.md): Koskela & Kulkarni 2023 arXiv:2301.11989 (version unverified); Zhu & Wang 2019
+(ICML, no arXiv id); Papernot & Steinke 2022 arXiv:2110.03620v2.
 """
 
 from __future__ import annotations
@@ -38,10 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from dphypo.privacy.accountant import CalibrationError, SearchPrivacy, smallest_sigma
-from dphypo.privacy.binomial import Binomial
+from dphypo.privacy.calibration import CalibrationError, smallest_sigma
 from dphypo.privacy.conversion import epsilon_from_rdp
+from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, nonnegative_bound, zero_rdp
+from dphypo.privacy.run_counts import Binomial
+from dphypo.privacy.search_rdp import tuning_rdp
+from dphypo.privacy.spec import SearchSpec
 from dphypo.privacy.transfer import (
     DpSgdHyperparameters,
     Variant,
@@ -49,7 +55,6 @@ from dphypo.privacy.transfer import (
     transfer_hyperparameters,
     transfer_learning_rate,
 )
-from dphypo.privacy.tuning import tuning_rdp
 
 __all__ = [
     "DEFAULT_MAX_ORDER",
@@ -76,7 +81,7 @@ DEFAULT_MAX_ORDER = 256
 
 
 
-class SubsampledScopeError(ValueError):
+class SubsampledScopeError(DphypoError, ValueError):
     """The subsampled-tuning accounting was asked for a configuration no theorem covers."""
 
 
@@ -194,7 +199,7 @@ def koskela_kulkarni_theorem1(
 
 
 def zhu_wang_subsampled_rdp(curve: RdpCurve, rate: float, *, max_order: int) -> RdpCurve:
-    """Zhu & Wang 2019 (KK 2023's "Theorem 4"): RDP of M∘subsample_Poisson(γ) at integer α ≥ 2 (add/remove):
+    """Zhu & Wang 2019 (KK 2023's "Theorem 4"): RDP of M∘subsample_Poisson(γ) at integer α ≥ 2 (add/remove).
 
         ε′(α) = 1/(α−1)·log( (1−γ)^{α−1}(αγ − γ + 1) + C(α,2) γ² (1−γ)^{α−2} e^{ε(2)}
                              + 3 Σ_{j=3}^{α} C(α,j) γ^j (1−γ)^{α−j} e^{(j−1)ε(j)} ).
@@ -246,9 +251,8 @@ def variant2_rdp(tune: RdpCurve, base: RdpCurve, tuning_rate: float, *, max_orde
     return RdpCurve(out.orders, out.epsilons, None, f"KK variant 2 [q={tuning_rate:g}]: {out.label}")
 
 
-def tuning_curve(candidate: RdpCurve, search: SearchPrivacy, *, max_order: int) -> tuple[RdpCurve, str]:
-    """ε_tune(k) at integer k = 2..``max_order`` for a search run on the tuning set (see the module
-    docstring).
+def tuning_curve(candidate: RdpCurve, search: SearchSpec, *, max_order: int) -> tuple[RdpCurve, str]:
+    """ε_tune(k) at integer k = 2..``max_order`` for a search run on the tuning set (see the module docstring).
 
     Args:
         candidate: Per-candidate RDP curve on a grid containing every integer 2..``max_order``.
@@ -277,13 +281,13 @@ def tuning_curve(candidate: RdpCurve, search: SearchPrivacy, *, max_order: int) 
 
 @dataclass(frozen=True)
 class SubsampledTuningReport:
-    """Privacy of subsampled tuning (tuning on X₁ plus one final run).
+    r"""Privacy of subsampled tuning (tuning on X₁ plus one final run).
 
     Attributes:
         epsilon: Total ε of (θ₁, t₁, θ₂) at ``delta``.
         delta: δ of the guarantee.
         order: Integer order of the conversion.
-        variant: 1 (final run on X \\ X₁, KK Thm 1) or 2 (final run on X, Zhu–Wang + composition).
+        variant: 1 (final run on X \ X₁, KK Thm 1) or 2 (final run on X, Zhu–Wang + composition).
         tuning_rate: q.
         tuning_theorem: Theorem behind ε_tune.
         full_data_epsilon: ε of the same search run on all of X without a final run (the baseline), same
@@ -307,7 +311,7 @@ class SubsampledTuningReport:
 
 def subsampled_tuning(
     candidate: RdpCurve,
-    search: SearchPrivacy,
+    search: SearchSpec,
     tuning_rate: float,
     variant: Variant,
     delta: float,
@@ -369,7 +373,7 @@ def dpsgd_subsampled_tuning(
     sigma: float,
     sample_rate: float,
     steps: int,
-    search: SearchPrivacy,
+    search: SearchSpec,
     tuning_rate: float,
     variant: Variant,
     delta: float,
@@ -393,7 +397,7 @@ class SubsampledCalibration:
 def calibrate_subsampled_sigma(
     target_epsilon: float,
     delta: float,
-    search: SearchPrivacy,
+    search: SearchSpec,
     tuning_rate: float,
     variant: Variant,
     candidate_for_sigma: Callable[[float], RdpCurve],
@@ -407,7 +411,7 @@ def calibrate_subsampled_sigma(
 
     One σ for every tuning run and the final run. Every step (DP-SGD RDP, the tuning theorem, KK Thm 1 /
     Zhu–Wang, composition, the conversion) is non-increasing in σ, so the root finding of
-    :func:`~dphypo.privacy.accountant.smallest_sigma` applies.
+    :func:`~dphypo.privacy.calibration.smallest_sigma` applies.
 
     Args:
         target_epsilon: Total ε of tuning plus the final run.

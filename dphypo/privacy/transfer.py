@@ -2,6 +2,9 @@
 
 Tuning on a subset X₁ of size m and training the final model on n′ records changes what a good learning rate
 is; KK transfer it with a data-independent rule that uses only the public, nominal set sizes.
+
+References (docs/references.md): Koskela & Kulkarni 2023 arXiv:2301.11989; van der Veen et al. 2018 arXiv:1812.02890
+(versions unverified).
 """
 
 from __future__ import annotations
@@ -59,9 +62,9 @@ class DpSgdHyperparameters:
 
 
 def nominal_set_sizes(dataset_size: float, tuning_rate: float, variant: Variant) -> tuple[float, float]:
-    """Public, data-independent sizes (m, n′) of the tuning set and the final training set.
+    r"""Public, data-independent sizes (m, n′) of the tuning set and the final training set.
 
-    |X₁| and |X \\ X₁| are data-dependent under add/remove (KK notes pitfall 8), so the transfer uses nominal
+    |X₁| and |X \ X₁| are data-dependent under add/remove (KK notes pitfall 8), so the transfer uses nominal
     sizes m = q·n and n′ = (1−q)·n (variant 1) or n (variant 2), with n the public dataset size.
     """
     if not (isinstance(dataset_size, (int, float)) and dataset_size > 0):
@@ -77,12 +80,14 @@ def nominal_set_sizes(dataset_size: float, tuning_rate: float, variant: Variant)
 def transfer_learning_rate(
     learning_rate: float, *, tuning_set_size: float, final_set_size: float, optimizer: Optimizer = "sgd"
 ) -> float:
-    """KK 2023 Sec. 3.2: "if we carry out the hyperparameter tuning using a subset of size m and find an
+    r"""Learning rate transferred from the tuning set (size m) to the full set (size n), KK 2023 Sec. 3.2.
+
+    "if we carry out the hyperparameter tuning using a subset of size m and find an
     optimal value η*, we multiply η* by n/m when transferring to the dataset of size n" (van der Veen 2018);
     for DP-Adam "keeping the value of the learning rate fixed ... lead to better results", so η is unchanged.
 
     With γ, σ, C and T fixed this keeps the total injected noise Σ_j η Z_j ~ N(0, T η*² σ² C²/(γm)² I) equal
-    to the tuning run's (KK Sec. 3.2). Variant 1 transfers to X \\ X₁ (n′ ≈ (1−q)n, factor ≈ (1−q)/q; the
+    to the tuning run's (KK Sec. 3.2). Variant 1 transfers to X \ X₁ (n′ ≈ (1−q)n, factor ≈ (1−q)/q; the
     paper's batch example 128 → 1152 at q = 0.1), variant 2 to X (factor ≈ 1/q; 128 → 1280).
 
     Args:
@@ -113,8 +118,10 @@ def transfer_hyperparameters(
     final_set_size: float,
     optimizer: Optimizer = "sgd",
 ) -> DpSgdHyperparameters:
-    """KK 2023 Sec. 3.2 transfer t₁ → t₂: C, σ, γ and T are kept (so the final run has exactly one candidate's
-    privacy cost and the expected batch grows by n/m); η follows :func:`transfer_learning_rate`.
+    """KK 2023 Sec. 3.2 transfer t₁ → t₂ of the DP-SGD hyperparameters from the tuning set to the full set.
+
+    C, σ, γ and T are kept (so the final run has exactly one candidate's privacy cost and the expected batch
+    grows by n/m); η follows :func:`transfer_learning_rate`.
 
     Args:
         tuned: The best hyperparameters found on the tuning set.

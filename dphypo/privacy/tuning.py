@@ -16,6 +16,9 @@ Theorems implemented (each only within its proven scope):
   is (α, ε)-RDP and (ε̂, δ̂)-DP with e^{ε̂} ≤ 1 + 1/(α−1), the search is (α, ε + μ δ̂ + log(μ)/(α−1))-RDP.
   DP-HyPO states no Poisson theorem (its text only says the proof "can be adapted"), so an adaptive search with
   Poisson T is refused with :class:`AdaptivePoissonError`.
+
+References (docs/references.md): Wang et al. 2023 (DP-HyPO) arXiv:2306.05734v2; Papernot & Steinke 2022
+arXiv:2110.03620v2.
 """
 
 from __future__ import annotations
@@ -26,22 +29,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphypo.privacy.conversion import delta_from_rdp
-from dphypo.privacy.distributions import Poisson, RunCountDistribution, TruncatedNegativeBinomial
 from dphypo.privacy.rdp import RdpCurve, nonnegative_bound
+from dphypo.privacy.run_counts import Poisson, TruncatedNegativeBinomial
 
 __all__ = [
-    "AdaptivePoissonError",
     "TuningRdp",
     "check_density_bounds",
     "dphypo_theorem1",
     "dphypo_theorem2",
     "papernot_steinke_theorem6",
-    "tuning_rdp",
 ]
-
-
-class AdaptivePoissonError(ValueError):
-    """An adaptive search (C > c) with Poisson T: no theorem covers it, so no ε is reported."""
 
 
 def check_density_bounds(C: float, c: float) -> None:
@@ -148,39 +145,3 @@ def papernot_steinke_theorem6(base: RdpCurve, run_count: Poisson) -> TuningRdp:
     eps = nonnegative_bound(eps, "Papernot-Steinke Theorem 6")
     label = f"Papernot-Steinke Thm 6 [Poisson(mean={mu:g})] of ({base.label})"
     return TuningRdp(RdpCurve(a, eps, None, label).monotone(), math.nan, 0.0, "Papernot-Steinke Theorem 6")
-
-
-def tuning_rdp(
-    base: RdpCurve,
-    run_count: RunCountDistribution,
-    C: float = 1.0,
-    c: float = 1.0,
-    *,
-    adaptive_theorem: str = "A",
-) -> TuningRdp:
-    """The RDP curve of a search, from the one theorem that covers (run-count family, C, c).
-
-    TNB T: for C > c, Theorem A of ``docs/proofs/adaptive.md`` (:func:`~dphypo.privacy.adaptive.theorem_a`,
-    proven, default) or, with ``adaptive_theorem="published"``, DP-HyPO Theorem 1 as printed (its proof has a
-    gap; the statement is implied by Theorem A); for C = c = 1, Papernot & Steinke 2022 Theorem 2 either way.
-
-    Raises:
-        AdaptivePoissonError: Poisson T with C > c (no theorem).
-        TypeError: An unsupported run-count distribution.
-        ValueError: ``adaptive_theorem`` is not ``"A"`` or ``"published"``.
-    """
-    from dphypo.privacy.adaptive import adaptive_rdp, check_adaptive_theorem  # imports this module: keep lazy
-
-    check_adaptive_theorem(adaptive_theorem)
-    check_density_bounds(C, c)
-    if isinstance(run_count, TruncatedNegativeBinomial):
-        return adaptive_rdp(base, run_count, C, c, adaptive_theorem)
-    if isinstance(run_count, Poisson):
-        if c < C:
-            raise AdaptivePoissonError(
-                f"an adaptive search (C={C:g} > c={c:g}) with Poisson T has no privacy theorem: DP-HyPO "
-                "proves Theorem 1 for truncated negative binomial T only (its Poisson remark gives no "
-                "statement); use --runs negbin/geometric/logarithmic, or C = c = 1 for a uniform search"
-            )
-        return papernot_steinke_theorem6(base, run_count)
-    raise TypeError(f"no tuning theorem for run-count distribution {run_count!r}")

@@ -1,7 +1,7 @@
 """DP-SGD training for private hyperparameter searches: datasets, models, the per-run plan and the objective.
 
 Importing :mod:`dphypo.train` is light: names are loaded on first use, and only ``models`` and ``objective`` import
-torch (``data`` and ``private`` import it lazily, ``private`` only inside :func:`make_private`).
+torch (``data`` imports it lazily; ``plan`` never does, ``opacus`` only inside :func:`make_private`).
 
 Typical use::
 
@@ -10,7 +10,7 @@ Typical use::
     splits = load_dataset("digits")
     plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=64, epochs=10, score_noise=5.0)
     objective = DPSGDObjective("digits", "digits-mlp", plan)
-    privacy = PrivacyConfig(SearchPrivacy(geometric(0.1), C=2.0, c=0.75), plan.rdp(), 1e-5)
+    privacy = PrivacyPlan(SearchSpec(geometric(0.1), C=2.0, c=0.75), plan.rdp(), 1e-5)
     result = Tuner(objective, space, privacy, plan=plan).run()  # seed=None: fresh OS entropy (privacy rule 6)
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "DATASETS",
+    "DPSGD",
     "MODELS",
     "BudgetExceeded",
     "DPSGDObjective",
@@ -44,12 +45,13 @@ _WHERE = {
     "MODELS": "models",
     "default_model": "models",
     "make_model": "models",
-    "BudgetExceeded": "private",
-    "DPSGDPlan": "private",
-    "check_budget": "private",
-    "make_private": "private",
-    "private_accuracy": "private",
-    "private_score": "private",
+    "DPSGD": "recipe",
+    "BudgetExceeded": "plan",
+    "DPSGDPlan": "plan",
+    "check_budget": "plan",
+    "make_private": "opacus",
+    "private_accuracy": "plan",
+    "private_score": "plan",
     "DPSGDObjective": "objective",
     "TrainedModel": "objective",
     "evaluate_accuracy": "objective",

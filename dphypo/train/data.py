@@ -22,6 +22,8 @@ from typing import Any, BinaryIO, ClassVar, Literal
 
 import numpy as np
 
+from dphypo.privacy.errors import DphypoError
+
 __all__ = [
     "DATASETS",
     "DATASET_INPUT_SHAPES",
@@ -69,7 +71,7 @@ _CIFAR_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 _CIFAR_TEST = "test_batch"
 
 
-class DataNotFoundError(FileNotFoundError, ValueError):
+class DataNotFoundError(DphypoError, FileNotFoundError, ValueError):
     """A dataset's files are not where ``data_dir`` says (or no ``data_dir`` was given): a user error.
 
     A :class:`FileNotFoundError` for callers that catch that, and a :class:`ValueError` because it is an invalid
@@ -123,12 +125,14 @@ _TRAIN_MASK_STREAM, _VAL_MASK_STREAM = range(2)
 
 @dataclass(frozen=True)
 class DataSubset:
-    """A data-independent Poisson subsample of the training and validation splits (Koskela & Kulkarni 2023, Sec.
-    3.1: the tuning set X₁ keeps each record independently with probability ``rate``).
+    r"""A data-independent Poisson subsample of the training and validation splits.
+
+    Koskela & Kulkarni 2023, Sec. 3.1: the tuning set X₁ keeps each record independently with probability
+    ``rate``.
 
     Record ``i`` of a split of size n is in X₁ iff ``U_i < rate``, with ``U`` drawn from a stream of ``seed``
     (one stream per split): the draw depends only on the public split sizes and the seed, never on the data.
-    ``part`` selects X₁ (``"tune"``), its complement X \\ X₁ (``"rest"``, KK variant 1's final training set) or
+    ``part`` selects X₁ (``"tune"``), its complement X \ X₁ (``"rest"``, KK variant 1's final training set) or
     everything (``"all"``, variant 2). The realised sizes are random; plans use :meth:`nominal_size`.
 
     Args:
@@ -174,7 +178,9 @@ class DataSubset:
         arrays = [splits.x_train[train], splits.y_train[train], splits.x_val[val], splits.y_val[val]]
         for array in arrays:
             array.flags.writeable = False
-        return Splits(*arrays, splits.x_test, splits.y_test, name=splits.name, num_classes=splits.num_classes,
+        x_train, y_train, x_val, y_val = arrays
+        return Splits(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=splits.x_test,
+                      y_test=splits.y_test, name=splits.name, num_classes=splits.num_classes,
                       input_shape=splits.input_shape, source=splits.source)
 
 
@@ -276,7 +282,9 @@ def _load_splits(name: str, data_dir: str | None, seed: int, val_fraction: float
         array = np.ascontiguousarray(array)
         array.flags.writeable = False
         arrays[i] = array
-    return Splits(*arrays, name=name, num_classes=raw.num_classes, input_shape=raw.x.shape[1:], source=raw.source)
+    x_train, y_train, x_val, y_val, x_test, y_test = arrays
+    return Splits(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=x_test, y_test=y_test, name=name,
+                  num_classes=raw.num_classes, input_shape=raw.x.shape[1:], source=raw.source)
 
 
 def _stratified_take(
@@ -393,7 +401,7 @@ def _idx_paths(name: str, data_dir: str | None) -> tuple[Path, dict[str, Path]]:
 
 def _load_idx_dataset(name: str, data_dir: str | None) -> _Raw:
     root, paths = _idx_paths(name, data_dir)
-    arrays = {key: read_idx(path) for key, path in paths.items()}  # type: ignore[arg-type]
+    arrays = {key: read_idx(path) for key, path in paths.items()}
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_x"], arrays[f"{split}_y"]
         if images.ndim != 3 or labels.ndim != 1 or images.shape[0] != labels.shape[0]:
@@ -411,8 +419,10 @@ def _load_idx_dataset(name: str, data_dir: str | None) -> _Raw:
     )
 
 
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-               0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_IDX_DTYPES: dict[int, np.dtype[Any]] = {
+    0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+}
 
 
 def read_idx(path: str | Path) -> np.ndarray:
@@ -436,7 +446,7 @@ def read_idx(path: str | Path) -> np.ndarray:
     ndim = data[3]
     header = 4 + 4 * ndim
     shape = tuple(int(s) for s in np.frombuffer(data[4:header], dtype=">u4"))
-    dtype = np.dtype(_IDX_DTYPES[data[2]])
+    dtype = _IDX_DTYPES[data[2]]
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - header != expected:
         raise ValueError(f"{path}: header says shape {shape} ({expected} bytes) but {len(data) - header} follow")

@@ -8,12 +8,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 
-from dphypo._threads import limit_torch_threads
-
-limit_torch_threads()
-
-import torch  # noqa: E402  (after the thread limit, on purpose)
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
 __all__ = ["MODELS", "MODEL_INPUT_SHAPES", "default_model", "make_model"]
 

@@ -3,7 +3,7 @@
 ``DPSGDObjective(dataset, model, plan)(params, run)`` trains the model with Opacus under ``run.plan`` using the
 hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
 the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
-:class:`~dphypo.tuner.DataFailure`, so it scores worst and is not retried (privacy rule 5).
+:class:`~dphypo.search.records.DataFailure`, so it scores worst and is not retried (privacy rule 5).
 """
 
 from __future__ import annotations
@@ -20,25 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from dphypo._threads import limit_torch_threads
-
-limit_torch_threads()
-
-import torch  # noqa: E402  (after the thread limit, on purpose)
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
-
-from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset  # noqa: E402
-from dphypo.train.models import check_model_for_dataset, default_model, make_model  # noqa: E402
-from dphypo.train.private import (  # noqa: E402
-    INIT_STREAM,
-    SAMPLING_STREAM,
-    DPSGDPlan,
-    quiet_opacus,
-    run_stream_seed,
-)
-from dphypo.tuner import DataFailure, PrivateScore, Run  # noqa: E402
+from dphypo._threads import torch_threads
+from dphypo.search.records import DataFailure, PrivateScore, Run
+from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset
+from dphypo.train.models import check_model_for_dataset, default_model, make_model
+from dphypo.train.opacus import quiet_opacus
+from dphypo.train.plan import INIT_STREAM, SAMPLING_STREAM, DPSGDPlan, run_stream_seed
 
 __all__ = ["HYPERPARAMETERS", "OPTIMIZERS", "DPSGDObjective", "TrainedModel", "evaluate_accuracy"]
 
@@ -253,12 +244,14 @@ class DPSGDObjective:
         )
 
     def with_subset(self, subset: DataSubset) -> DPSGDObjective:
-        """The same objective restricted to one part of a Poisson subsample (the subsampled-tuning protocol of
-        :func:`dphypo.tune`): every run trains on the subset's training records and scores on its validation
-        records only; no other record reaches the run. The plan's ``n_train``/``n_val`` must then be the subset's
-        *nominal* sizes (:meth:`~dphypo.train.data.DataSubset.nominal_size`): the realised sizes are random, and
-        the DP-SGD loader is given exactly ``plan.batches_per_epoch`` batches so that Opacus samples every
-        realised record with the planned rate ``plan.sample_rate`` whatever the realised size.
+        """The same objective restricted to one part of a Poisson subsample.
+
+        This is the subsampled-tuning protocol of :func:`dphypo.tune`: every run trains on the subset's training
+        records and scores on its validation records only; no other record reaches the run. The plan's
+        ``n_train``/``n_val`` must then be the subset's *nominal* sizes
+        (:meth:`~dphypo.train.data.DataSubset.nominal_size`): the realised sizes are random, and the DP-SGD loader
+        is given exactly ``plan.batches_per_epoch`` batches so that Opacus samples every realised record with the
+        planned rate ``plan.sample_rate`` whatever the realised size.
         """
         if not isinstance(subset, DataSubset):
             raise TypeError(f"subset must be a DataSubset, got {subset!r}")
@@ -277,10 +270,17 @@ class DPSGDObjective:
         The accuracy is ``run.private_score(correct)`` when the plan privatises the score, the exact accuracy
         when it does not (public validation data).
 
+        Training runs with torch limited to :func:`~dphypo._threads.torch_threads` (one intra-op thread unless
+        ``$DPHYPO_TORCH_THREADS`` says otherwise); the caller's thread count is restored afterwards.
+
         Raises:
             DataFailure: The loss or the parameters became non-finite (the run diverged).
             ValueError: Missing/unknown/invalid hyperparameters, or a plan whose sizes do not match the splits.
         """
+        with torch_threads():
+            return self._train_and_score(params, run)
+
+    def _train_and_score(self, params: dict[str, Any], run: Run) -> tuple[float | PrivateScore, TrainedModel]:
         lr, clip = _hyperparameters(params)
         if self.plan is not None and run.plan != self.plan:
             raise ValueError("run.plan must be the objective's plan: pass the same DPSGDPlan to the Tuner (plan=)")
@@ -290,7 +290,8 @@ class DPSGDObjective:
         splits = self.training_splits()
         self._check_sizes(splits, plan)
         device = _resolve_device(self.device)
-        model = make_model(self.model, num_classes=splits.num_classes, seed=run_stream_seed(run.seed, INIT_STREAM))
+        model = make_model(str(self.model), num_classes=splits.num_classes,  # set in __post_init__
+                           seed=run_stream_seed(run.seed, INIT_STREAM))
         model = model.to(device)
         optimizer = (torch.optim.SGD if self.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
         generator = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
@@ -381,7 +382,7 @@ def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
     values = []
     for name in HYPERPARAMETERS:
         value = params[name]
-        if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
+        if not (isinstance(value, numbers.Real) and math.isfinite(value) and float(value) > 0):
             raise ValueError(f"params[{name!r}] must be a finite number > 0, got {value!r}")
         values.append(float(value))
     return values[0], values[1]

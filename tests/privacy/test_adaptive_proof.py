@@ -1,6 +1,6 @@
 """Every inequality of the proof of Theorem A (docs/proofs/adaptive.md) checked on exact instances.
 
-The exact evaluator of :mod:`dphypo.privacy.audit` gives the law of Framework 1's release (rigorous intervals);
+The exact evaluator of :mod:`dphypo.testing.audit` gives the law of Framework 1's release (rigorous intervals);
 each step of the proof is an inequality between numbers computable on a finite instance, and each is asserted
 here on seeded random instances and on instances hill-climbed to be as close to Theorem A as possible:
 
@@ -26,7 +26,8 @@ from scipy import integrate, special
 
 from dphypo.privacy import TruncatedNegativeBinomial, geometric
 from dphypo.privacy.adaptive import theorem_a, theorem_a_hat_term, theorem_a_pure, theorem_b, theorem_b_log_sup
-from dphypo.privacy.audit import (
+from dphypo.privacy.tuning import dphypo_theorem1, dphypo_theorem2
+from dphypo.testing.audit import (
     AuditInstance,
     BaseMechanisms,
     FixedT,
@@ -39,8 +40,7 @@ from dphypo.privacy.audit import (
     uniform_rule,
     vertex_density,
 )
-from dphypo.privacy.audit.flag import FlagParameters, flag_excess, flag_instance, non_adaptive_bound
-from dphypo.privacy.tuning import dphypo_theorem1, dphypo_theorem2
+from dphypo.testing.audit.flag import FlagParameters, flag_excess, flag_instance, non_adaptive_bound
 
 TOL = 1e-9  # relative slack for float sums (the engine's own slack is 1e-10)
 ORDERS = (1.5, 2.0, 4.0, 8.0, 32.0)
@@ -484,9 +484,9 @@ def test_theorem_b_holds_on_random_and_hill_climbed_instances() -> None:
 
 
 def test_theorem_b_is_opt_in_in_the_accountant() -> None:
-    from dphypo.privacy import SearchPrivacy, account, dpsgd_rdp
+    from dphypo.privacy import SearchSpec, account, dpsgd_rdp
 
-    base, search = dpsgd_rdp(0.71, 256 / 60000, 2344), SearchPrivacy(geometric(0.01), 2.0, 0.75)
+    base, search = dpsgd_rdp(0.71, 256 / 60000, 2344), SearchSpec(geometric(0.01), 2.0, 0.75)
     report = account(base, search, 1e-5, adaptive_theorem="B")
     assert report.method == "rdp-theorem-b" and report.theorem.startswith("Theorem B (docs/proofs/adaptive.md")
     assert report.epsilon == pytest.approx(9.2984, abs=1e-3)  # Theorem A: 10.9287, published Theorem 1: 11.1506

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
 
-from dphypo.privacy import SearchPrivacy, account, dpsgd_rdp, geometric
-from dphypo.privacy.accountant import calibrate_dpsgd_sigma
-from dphypo.privacy.binomial import Binomial
+from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
+from dphypo.privacy.calibration import calibrate_dpsgd_sigma
 from dphypo.privacy.profiles import (
     DEFAULT_DISCRETIZATION,
     MAX_DISCRETIZATION,
@@ -33,6 +32,7 @@ from dphypo.privacy.profiles import (
     dpsgd_profile_or_skip,
 )
 from dphypo.privacy.rdp import MIN_DPSGD_SIGMA
+from dphypo.privacy.run_counts import Binomial
 
 MNIST_Q = 256 / 60000
 ISSUE_Q = 0.0042667
@@ -97,7 +97,7 @@ def test_invalid_arguments_still_raise_plain_value_errors() -> None:
 
 def test_account_falls_back_to_rdp_and_names_the_reason() -> None:
     base = dpsgd_rdp(1e-3, ISSUE_Q, 2344)
-    search = SearchPrivacy(geometric(0.01))
+    search = SearchSpec(geometric(0.01))
     report = account(base, search, 1e-5, profile=dpsgd_profile_or_skip(1e-3, ISSUE_Q, 2344))
     assert report.method == "rdp" and set(report.methods) == {"rdp"}
     assert report.profile_skipped is not None and "grid points" in report.profile_skipped
@@ -111,7 +111,7 @@ def test_account_falls_back_to_rdp_and_names_the_reason() -> None:
 
 def test_binomial_search_without_a_profile_is_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match=r"binomial T has no RDP theorem.*grid points"):
-        account(dpsgd_rdp(1e-3, ISSUE_Q, 2344), SearchPrivacy(Binomial(20, 0.5)), 1e-5,
+        account(dpsgd_rdp(1e-3, ISSUE_Q, 2344), SearchSpec(Binomial(20, 0.5)), 1e-5,
                 profile=dpsgd_profile_or_skip(1e-3, ISSUE_Q, 2344))
 
 
@@ -129,7 +129,7 @@ def test_pld_epsilon_matches_dp_accountings_inversion() -> None:
 
 
 def test_rdp_path_handles_tiny_sigma_and_huge_steps() -> None:
-    search = SearchPrivacy(geometric(0.01))
+    search = SearchSpec(geometric(0.01))
     for sigma, steps in ((MIN_DPSGD_SIGMA, 2344), (1e-6, 2344), (1.0, 10**12)):
         report = account(dpsgd_rdp(sigma, ISSUE_Q, steps), search, 1e-5)
         assert math.isfinite(report.epsilon) and report.epsilon > 1e6
@@ -139,7 +139,7 @@ def test_rdp_path_handles_tiny_sigma_and_huge_steps() -> None:
 
 def test_calibration_with_a_huge_budget_finishes_and_meets_it() -> None:
     started = time.perf_counter()
-    result = calibrate_dpsgd_sigma(1e6, 1e-5, ISSUE_Q, 2344, SearchPrivacy(geometric(0.01)))
+    result = calibrate_dpsgd_sigma(1e6, 1e-5, ISSUE_Q, 2344, SearchSpec(geometric(0.01)))
     assert time.perf_counter() - started < 60.0
     assert result.report.epsilon <= 1e6
 
@@ -156,7 +156,7 @@ def test_cli_account_on_extreme_inputs_is_fast_and_reports_rdp(sigma: str) -> No
 
 
 def test_a_run_profile_with_a_capped_training_pld_still_composes_the_score_release() -> None:
-    from dphypo.train.private import DPSGDPlan
+    from dphypo.train.plan import DPSGDPlan
 
     # One step's PLD at σ = 0.05 needs 3.9e5 points at 1e-3 (> the per-step cap): the training grid is coarsened
     # and the score's Gaussian PLD must be built on the same grid to compose.

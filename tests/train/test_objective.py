@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from dphypo.privacy import PrivacyConfig, SearchPrivacy, geometric
+from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
+from dphypo.search.tuner import DataFailure, Run, Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train.data import load_dataset
 from dphypo.train.objective import DPSGDObjective, TrainedModel, _train, evaluate_accuracy
-from dphypo.train.private import DPSGDPlan
-from dphypo.tuner import DataFailure, Run, Tuner
+from dphypo.train.plan import DPSGDPlan
 
 SPLITS = load_dataset("digits")
 PLAN = DPSGDPlan.from_splits(SPLITS, sigma=1.0, batch_size=64, epochs=2, score_noise=2.0)
@@ -156,7 +156,7 @@ def test_adam_variant_trains() -> None:
 
 def test_end_to_end_private_search_on_digits() -> None:
     space = SearchSpace({"lr": Grid((0.5, 2.0), scale="log"), "clip": Grid((0.5, 1.0))})
-    privacy = PrivacyConfig(SearchPrivacy(geometric(0.5), C=2.0, c=0.5), PLAN.rdp(), 1e-5)
+    privacy = PrivacyPlan(SearchSpec(geometric(0.5)), PLAN.rdp(), 1e-5)  # (C, c) = (1, 1): the uniform default's
     result = Tuner(OBJECTIVE, space, privacy, plan=PLAN, seed=0).run()
     release, history = result.release, result.history
     assert history.run_count == len(history.trials) >= 2  # seed 0 draws T = 5: "best" means something
@@ -165,6 +165,6 @@ def test_end_to_end_private_search_on_digits() -> None:
     assert release.score == best.score == max(t.score for t in history.trials)
     assert release.params == best.params == release.artifact.params
     assert math.isfinite(release.epsilon) and release.epsilon > 0
-    assert release.epsilon > privacy.account().base_epsilon  # repetition + adaptivity cost something
+    assert release.epsilon > privacy.account().base_epsilon  # the random number of runs costs something
     assert 0.5 < release.artifact.test_accuracy() <= 1.0
     assert np.isfinite([t.score for t in history.trials]).all()

@@ -13,8 +13,9 @@ from opacus.data_loader import DPDataLoader
 from torch.utils.data import DataLoader, TensorDataset
 
 from dphypo.privacy import DEFAULT_ORDERS, dpsgd_rdp, gaussian_rdp
-from dphypo.train.private import BudgetExceeded, DPSGDPlan, check_budget, private_accuracy, quiet_opacus
-from dphypo.tuner import Run
+from dphypo.search.records import Run
+from dphypo.train.opacus import quiet_opacus
+from dphypo.train.plan import BudgetExceeded, DPSGDPlan, check_budget, private_accuracy
 
 
 def _plan(**overrides) -> DPSGDPlan:

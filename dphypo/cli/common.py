@@ -1,0 +1,284 @@
+"""Shared pieces of the ``dphypo`` command line: the typer app, option types and output helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, SearchSpec, make_run_count
+
+if TYPE_CHECKING:
+    from dphypo.strategies import Scale, Strategy
+
+#: Order of the commands in ``dphypo --help``: the workflow (search, publish, account, then research tools).
+COMMAND_ORDER = ("tune", "release", "account", "calibrate", "landscape", "simulate", "plot")
+
+#: Width of a console that is not a terminal (piped, redirected): wide enough that no cell is ever cut.
+PIPE_WIDTH = 10_000
+
+
+def _without_type_placeholder(command: Any) -> None:
+    """Drop the ``<bool>`` type placeholder that typer shows for on/off flags (``--json``, ``--help``)."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _Group(TyperGroup):
+    """The ``dphypo`` group: workflow order, flags without a ``<bool>`` placeholder, EOFError as a bad input.
+
+    Commands are listed in :data:`COMMAND_ORDER`, flags show no ``<bool>`` placeholder in ``--help``, and an
+    EOFError inside a command is reported as a bad input, not as Ctrl-C.
+    """
+
+    # typer vendors click privately (typer._click), so its Context/Command types are not importable: Any.
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: k for k, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), names.index(name)))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _without_type_placeholder(command)
+            help_option = command.get_help_option(ctx)
+            if help_option is not None and help_option.metavar is None:
+                help_option.metavar = ""
+        return command
+
+    def invoke(self, ctx: Any) -> Any:
+        # click reports an EOFError raised anywhere in a command (numpy reading an empty file, say) exactly like
+        # Ctrl-C: a blank line and "Aborted". It is a bad input, so say so in one line.
+        try:
+            return super().invoke(ctx)
+        except EOFError as exc:
+            detail = " ".join(str(exc).split()) or "no data left"
+            raise ValueError(f"unexpected end of input ({detail}); is an input file empty or truncated?") from exc
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+
+app = typer.Typer(
+    name="dphypo",
+    cls=_Group,
+    help="Adaptive differentially private hyperparameter optimisation (DP-HyPO) with one honest (ε, δ).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+#: Density-ratio bounds of the default search: DP-HyPO's GP instantiation (Wang et al. 2023, Sec. 5), which is
+#: what ``dphypo tune`` runs unless told ``--strategy uniform``.
+DEFAULT_C, DEFAULT_LOWER_C = 2.0, 0.75
+#: Run-count families no adaptive theorem covers: only a uniform search (C = c = 1) may use them.
+UNIFORM_ONLY_RUNS = ("poisson", "binomial")
+
+# Shared option declarations (typer reads them from the annotations).
+RunsOpt = Annotated[
+    str,
+    typer.Option("--runs", help=f"Distribution of the number of runs T: {', '.join(RUN_COUNT_FAMILIES)}."),
+]
+ThetaOpt = Annotated[float | None, typer.Option("--theta", help="Shape θ > -1 (negbin only).")]
+GammaOpt = Annotated[float | None, typer.Option("--gamma", help="γ ∈ (0,1) of the TNB family (or give --mean).")]
+MeanOpt = Annotated[float | None, typer.Option("--mean", help="E[T] (TNB family: instead of --gamma; poisson).")]
+UpperOpt = Annotated[float, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 (C = c = 1: uniform).")]
+LowerOpt = Annotated[float, typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1].")]
+SearchUpperOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--C",
+        help="Upper density-ratio bound C ≥ 1 of the search (default 2, tune's GP search; 1 with --runs poisson "
+        "or binomial, which only a uniform search may use). A uniform search: --C 1 --c 1.",
+    ),
+]
+SearchLowerOpt = Annotated[
+    float | None,
+    typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] (default 0.75, tune's GP search; 1 with --runs "
+                 "poisson or binomial)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+
+
+MaxRunsOpt = Annotated[int | None, typer.Option("--max-runs", help="n of binomial runs, T ~ Bin(n, mean/n).")]
+
+
+def _search(
+    runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float | None, c: float | None,
+    max_runs: int | None = None,
+) -> SearchSpec:
+    """The search ``account``/``calibrate`` describe; ``C``/``c`` None take the defaults of ``--C``/``--c``."""
+    uniform_only = runs in UNIFORM_ONLY_RUNS
+    C = (1.0 if uniform_only else DEFAULT_C) if C is None else C
+    c = (1.0 if uniform_only else DEFAULT_LOWER_C) if c is None else c
+    with option_names(**{"n": "--max-runs", "max-runs": "--max-runs", "theta": "--theta", "gamma": "--gamma",
+                         "mean": "--mean", "C": "--C", "c": "--c"}):
+        return SearchSpec(make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs), C, c)
+
+
+def _rename(message: str, names: dict[str, str]) -> str:
+    """``message`` with each parameter name of ``names`` that starts a clause replaced by its CLI option."""
+    others = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    for name, option in names.items():
+        # The parameter as the subject of a clause ("n must be ...", "lr_grid values must ...", "sigma=2", "gamma
+        # or mean"), not inside another word, an option name, a quoted value or a computed "at least x=...".
+        pattern = (
+            rf"(?<![\w\-'\"./,])(?<!least ){re.escape(name)}"
+            rf"(?=(?: values)? (?:must|is|has)\b|=| or (?:{others})\b|(?<= or {re.escape(name)}) for\b)"
+        )
+        message = re.sub(pattern, option, message)
+    return message
+
+
+@contextlib.contextmanager
+def option_names(**names: str) -> Iterator[None]:
+    """Re-raise a ValueError from inside the block with library parameter names replaced by CLI options.
+
+    Args:
+        **names: Parameter name -> the option that sets it, e.g. ``n="--max-runs"``.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        renamed = _rename(str(exc), names)
+        if renamed == str(exc):
+            raise
+        raise ValueError(renamed) from exc
+
+
+def naming_options(**names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate a command so that its ValueErrors name CLI options (see :func:`option_names`)."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            with option_names(**names):
+                command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def out_console(*, stderr: bool = False) -> Console:
+    """A rich console for results: the terminal's width on a terminal, otherwise wide enough for every cell.
+
+    Piped or redirected, the console is :data:`PIPE_WIDTH` wide, so no table cell (a setting, a confidence
+    interval, a file path) is ever cut with "…".
+
+    Args:
+        stderr: Write to standard error.
+    """
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=PIPE_WIDTH)
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    if isinstance(x, float) and math.isnan(x):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:.{digits}g}"
+
+
+def _report_table(report: PrivacyReport, title: str, extra: dict[str, str] | None = None) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value")
+    table.add_row("total ε", f"[bold green]{_fmt(report.epsilon)}[/]")
+    table.add_row("δ", _fmt(report.delta))
+    for key, value in (extra or {}).items():
+        table.add_row(key, value)
+    table.add_row("  ε of one run", _fmt(report.base_epsilon))
+    table.add_row("  + random repetition", _fmt(report.repetition_epsilon))
+    table.add_row("  + adaptivity (C > c)", _fmt(report.adaptivity_epsilon))
+    if report.charged_runs:
+        table.add_row(f"  + up to {report.charged_runs} lost attempt(s), charged up front",
+                      _fmt(report.charged_epsilon))
+    search = report.search.describe()
+    dist = search["runs"] + "".join(f", {k}={_fmt(search[k], 6)}" for k in ("theta", "gamma") if k in search)
+    table.add_row("run count T", f"{dist}; E[T] = {_fmt(report.expected_runs)}")
+    table.add_row("density bounds", f"C = {_fmt(report.search.C)}, c = {_fmt(report.search.c)}")
+    table.add_row("orders (α, α̂)", f"{_fmt(report.order)}, {_fmt(report.order_hat)}")
+    if len(report.methods) > 1:
+        for name, eps in sorted(report.methods.items(), key=lambda kv: kv[1]):
+            table.add_row(f"  ε by {name}", _fmt(eps) + ("  ← used (smallest valid bound)" if name == report.method
+                                                          else ""))
+    if report.profile_skipped:
+        table.add_row("profile bounds", f"skipped ({report.profile_skipped}); RDP only")
+    table.add_row("theorem", report.theorem)
+    table.add_row("per-run mechanism", report.base_label)
+    return table
+
+
+def _emit(payload: dict[str, Any], table: Table, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(payload, sort_keys=True))
+    else:
+        out_console().print(table)
+
+
+# Options shared by the training commands (tune, landscape build).
+DatasetOpt = Annotated[
+    str, typer.Option("--dataset", help="digits (embedded), mnist-subset, mnist, fashion-mnist, cifar10.")
+]
+DataDirOpt = Annotated[
+    str | None, typer.Option("--data-dir", help="Where full datasets live on disk (never downloaded).")
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name (default: the dataset's).")]
+LrGridOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lr-grid", help="Learning rates, low:high:num:log|linear or a list (default: the paper's 1e-4:10:16:log)."
+    ),
+]
+ClipGridOpt = Annotated[str | None, typer.Option("--clip-grid", help="Clipping norms (default: 0.3:6:20:linear).")]
+
+
+def is_scale(name: str) -> TypeGuard[Scale]:
+    """Whether a ``--scale`` value names a GP score scale (narrows the option's ``str`` to :data:`Scale`)."""
+    from dphypo.strategies import SCALES  # not at import time: ``dphypo --help`` loads no strategy code
+
+    return name in SCALES
+
+
+def parse_scale(name: str) -> Scale:
+    """The GP score scale a ``--scale`` value names.
+
+    Raises:
+        ValueError: Not one of :data:`~dphypo.strategies.SCALES` (GPUCB's own message).
+    """
+    if not is_scale(name):
+        from dphypo.strategies import SCALES
+
+        raise ValueError(f"scale must be one of {SCALES}, got {name!r}")
+    return name
+
+
+def make_strategy(name: str, *, C: float = 2.0, c: float = 0.75, tau: float = 0.1, beta: float = 1.0,
+                  scale: str = "standardized") -> Strategy:
+    """The strategy a ``--strategy`` name selects.
+
+    ``"gp"`` → ``GPUCB(C, c, tau, beta, scale)``, ``"uniform"`` → ``Uniform()`` (C = c = 1 whatever ``C``, ``c``
+    say: a uniform search never adapts).
+    """
+    from dphypo.strategies import GPUCB, Uniform
+
+    if name == "uniform":
+        return Uniform()
+    if name == "gp":
+        return GPUCB(C=C, c=c, tau=tau, beta=beta, scale=parse_scale(scale))
+    raise ValueError(f"strategy must be 'gp' or 'uniform', got {name!r}")

@@ -1,0 +1,159 @@
+"""``dphypo tune`` and ``dphypo landscape build``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dphypo.cli.common import (
+    ClipGridOpt,
+    DataDirOpt,
+    DatasetOpt,
+    JsonOpt,
+    LrGridOpt,
+    ModelOpt,
+    app,
+    option_names,
+    out_console,
+)
+
+
+@app.command("tune")
+def tune_command(
+    dataset: DatasetOpt = "digits",
+    data_dir: DataDirOpt = None,
+    model: ModelOpt = None,
+    lr_grid: LrGridOpt = None,
+    clip_grid: ClipGridOpt = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="gp (DP-HyPO) or uniform.")] = "gp",
+    runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
+    theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
+    gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
+    mean: Annotated[float | None, typer.Option("--mean", help="E[T] (default 20).")] = None,
+    C: Annotated[
+        float | None, typer.Option("--C", help="Upper density-ratio bound C ≥ 1 of the gp strategy (default 2).")
+    ] = None,
+    c: Annotated[
+        float | None,
+        typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] of the gp strategy (default 0.75)."),
+    ] = None,
+    tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ.")] = 0.1,
+    beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total ε of the search (default 8).")] = None,
+    sigma: Annotated[float | None, typer.Option("--sigma", help="Fixed noise multiplier instead of --epsilon.")] = None,
+    delta: Annotated[float, typer.Option("--delta", help="δ of the guarantee.")] = 1e-5,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per candidate run.")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected (Poisson) batch size.")] = 64,
+    score_noise_accuracy: Annotated[
+        float,
+        typer.Option("--score-noise-accuracy", help="Std of the Gaussian noise on each run's validation accuracy "
+                     "(0 = public validation data); dphypo.tune's score_noise is the same noise in counts "
+                     "(this × n_val)."),
+    ] = 0.02,
+    score_noise: Annotated[float | None, typer.Option("--score-noise", hidden=True)] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Secret seed of the whole search (default: fresh OS entropy). Anyone who knows "
+                     "it can recompute T and the noise: never publish it."),
+    ] = None,
+    max_lost: Annotated[
+        int,
+        typer.Option("--max-lost", help="Attempts the search may lose to a dead worker or process and still "
+                     "release; each is charged in ε up front (default 0: any loss stops the search)."),
+    ] = 0,
+    secure_mode: Annotated[
+        bool,
+        typer.Option("--secure-mode", help="Opacus secure mode: CSPRNG noise and batches (needs torchcsprng)."),
+    ] = False,
+    out: Annotated[str, typer.Option("--out", help="Directory for the released model.")] = "runs/tune",
+    show_trials: Annotated[
+        bool, typer.Option("--show-trials", help="NOT PRIVATE: also print T and every run (curator/debugging).")
+    ] = False,
+    as_json: JsonOpt = False,
+    tune_fraction: Annotated[
+        float | None,
+        typer.Option("--tune-fraction", help="Tune on a Poisson subsample of rate q, then train one final model "
+                     "(Koskela-Kulkarni 2023); the final run has no released score."),
+    ] = None,
+    variant: Annotated[
+        int, typer.Option("--variant", help="With --tune-fraction: final run on X minus X1 (1) or on X (2).")
+    ] = 1,
+    journal: Annotated[
+        str | None,
+        typer.Option("--journal", help="Crash-safe journal (curator only): seals a new search, or resumes this one "
+                     "without redrawing T. Publish only `dphypo release FILE`."),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where runs execute: sequential, process (local pool) or ray.")
+    ] = "sequential",
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Parallel runs (process/ray; default: all CPUs or one per GPU).")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (ray.init(address=...)); default: local.")
+    ] = None,
+    runs_per_update: Annotated[
+        int | None,
+        typer.Option("--runs-per-update", help="Candidates drawn from one projected density (default: workers)."),
+    ] = None,
+) -> None:
+    """Tune learning rate × clipping norm with DP-SGD privately and release the best model with its total ε."""
+    from dphypo.cli.tune import run_tune
+
+    run_tune(**locals())
+
+
+@app.command("landscape")
+def landscape_command(
+    action: Annotated[str, typer.Argument(help="build")],
+    dataset: DatasetOpt = "digits",
+    data_dir: DataDirOpt = None,
+    model: ModelOpt = None,
+    lr_grid: LrGridOpt = None,
+    clip_grid: ClipGridOpt = None,
+    sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run, > 0.")] = 1.0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run, ≥ 1.")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size, ≥ 1.")] = 64,
+    seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point, ≥ 1.")] = 5,
+    score_noise: Annotated[
+        float, typer.Option("--score-noise", help="Std of the private score's noise, folded into std.")
+    ] = 0.0,
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Processes, ≥ 1 (default: all cores; 1: in this process).")
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", help="Output file, must end in .npz (resumes from <out>.partial.jsonl).")
+    ] = "",
+) -> None:
+    """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    from dphypo.simulation.builder import BuildSpec, build_landscape, check_build, paper_grid, parse_grid
+    from dphypo.train.models import default_model
+
+    if action != "build":
+        raise ValueError(f"landscape action must be 'build', got {action!r}")
+    if not out:
+        raise ValueError("--out is required (e.g. landscapes/digits.npz)")
+    # Every option, the output path and the data files are checked before anything is written or trained.
+    with option_names(
+        dataset="--dataset", dataset_name="--dataset", model="--model", sigma="--sigma", epochs="--epochs",
+        batch_size="--batch-size", seeds="--seeds", score_noise="--score-noise", lr_grid="--lr-grid",
+        clip_grid="--clip-grid", workers="--workers", out="--out",
+    ):
+        default_lr, default_clip = paper_grid()
+        spec = BuildSpec(
+            dataset=dataset, model=model or default_model(dataset),
+            lr_grid=parse_grid(lr_grid, "--lr-grid") if lr_grid is not None else default_lr,
+            clip_grid=parse_grid(clip_grid, "--clip-grid") if clip_grid is not None else default_clip,
+            sigma=sigma, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
+            data_dir=data_dir,
+        )
+        check_build(spec, out, workers=workers)
+        columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=out_console(stderr=True)) as bar:
+            task = bar.add_task(f"building {out}", total=spec.shape[0] * spec.shape[1] * seeds)
+            landscape = build_landscape(spec, out, workers=workers,
+                                        progress=lambda done, total: bar.update(task, completed=done))
+    typer.echo(f"wrote {out}: best mean {landscape.best_value:.4f} at {landscape.space.params(landscape.best_index)}")

@@ -1,0 +1,66 @@
+"""The privacy plan shared by the tuner and the accountant, so T is drawn from exactly what is accounted.
+
+A :class:`PrivacyPlan` adds the per-candidate RDP curve and δ to a :class:`~dphypo.privacy.spec.SearchSpec`; it is
+the single object that both the tuner (to draw T) and the accountant (to report ε) read, so the two can never
+disagree (privacy rule 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dphypo.privacy.accountant import account
+from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.charged import account_charged
+from dphypo.privacy.rdp import RdpCurve
+from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
+
+__all__ = ["PrivacyPlan"]
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """Everything the accountant needs, shared with the tuner so T is drawn from exactly what is accounted.
+
+    Args:
+        search: Run-count distribution and density bounds.
+        base: RDP curve valid for every candidate run, *including* the release of its score.
+        delta: δ of the reported guarantee, in (0, 1).
+        profile: Optional privacy profile of one whole candidate run (:mod:`dphypo.privacy.profiles`); for a
+            uniform search it enables the tighter profile bounds.
+        max_lost: Lost attempts (a run whose worker or process died after it touched the data) the search may
+            absorb; each is charged up front as one more released run (:mod:`dphypo.privacy.charged`), whether
+            or not it happens, and the search stops without a release when one more would be lost.
+        adaptive_theorem: Bound for an adaptive search (C > c): ``"A"`` (default, Theorem A of
+            ``docs/proofs/adaptive.md``), ``"B"`` (its numerical sharpening, opt-in) or ``"published"``
+            (DP-HyPO Theorem 1 as printed, opt-in).
+    """
+
+    search: SearchSpec
+    base: RdpCurve
+    delta: float
+    profile: Any = None
+    adaptive_theorem: str = "A"
+    max_lost: int = 0
+
+    def __post_init__(self) -> None:
+        check_delta(self.delta)
+        check_adaptive_theorem(self.adaptive_theorem)
+        if isinstance(self.max_lost, bool) or not isinstance(self.max_lost, (int, np.integer)) or self.max_lost < 0:
+            raise ValueError(f"max_lost must be a non-negative integer, got {self.max_lost!r}")
+        object.__setattr__(self, "max_lost", int(self.max_lost))
+
+    def account(self) -> PrivacyReport:
+        """The search's total (ε, δ) with its breakdown, ``max_lost`` lost attempts charged up front.
+
+        The charge does not depend on how many attempts were actually lost (that count depends on the run and
+        may depend on the data, docs/parallel.md): the reported ε is fixed before any data is touched.
+        """
+        if self.max_lost:
+            return account_charged(self.base, self.search, self.delta, self.max_lost, profile=self.profile,
+                                   adaptive_theorem=self.adaptive_theorem)
+        return account(self.base, self.search, self.delta, profile=self.profile,
+                       adaptive_theorem=self.adaptive_theorem)

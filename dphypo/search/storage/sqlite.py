@@ -1,0 +1,315 @@
+"""A crash-safe, sealed journal of one private search in a file (SQLite from the standard library, one file each).
+
+**The journal is NOT PRIVATE — curator only.** It holds T and every run's score and timing; publishing it voids
+the accounted (ε, δ). ``dphypo release FILE`` prints the only part that may be published.
+
+What it holds, in the order a search writes it:
+
+1. the **sealed plan**, written once before any data is touched: the privacy configuration, grid, strategy,
+   direction, seed, runs per update, a description of the objective, the drawn T, and a SHA-256 hash of all of it.
+   On resume the caller's configuration must match it exactly, and T is read from it, never redrawn
+   (privacy rule 2);
+2. one row per **attempt** of a run: ``running`` when it starts, then ``done`` / ``data_failure`` (scored worst,
+   never retried: privacy rule 5; any exception the objective raises counts as one), or ``lost`` (its process
+   or worker died) / ``error`` (the search was stopped while it ran: Ctrl-C, a budget overrun). Lost and errored
+   attempts touched the data: the search's ε already charges up to ``max_lost`` of them up front
+   (:class:`~dphypo.privacy.PrivacyPlan`), and a search that would exceed that stops without a release; an
+   attempt still ``running`` when a search resumes was in flight when the process died and is marked ``lost``
+   first;
+3. the **incumbent's artifact** (e.g. the trained model of the best run so far, pickled), so a search that died
+   after its best run can still release it;
+4. the **release**: what may be published (params, score, ε, δ, accounting report, DP-SGD plan).
+
+SQLite commits every write atomically, so ``kill -9`` at any moment leaves a readable journal. The connection holds
+an exclusive lock while a search runs: a second process cannot resume the same journal concurrently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import pickle
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dphypo.search.records import Trial
+from dphypo.search.storage.base import (
+    CHARGED_STATES,
+    JournalError,
+    SealedPlan,
+    canonical,
+    check_run_count,
+    check_status,
+    mismatch,
+    plan_digest,
+)
+
+__all__ = ["CURATOR_WARNING", "FORMAT", "VERSION", "SQLiteJournal"]
+
+FORMAT = "dphypo-journal"
+VERSION = 1
+CURATOR_WARNING = (
+    "NOT PRIVATE - curator only: this journal holds T and every run's score; publish only `dphypo release FILE`"
+)
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE plan (id INTEGER PRIMARY KEY CHECK (id = 1), config TEXT NOT NULL, run_count INTEGER NOT NULL,
+                   digest TEXT NOT NULL, sealed_at REAL NOT NULL);
+CREATE TABLE attempts (id INTEGER PRIMARY KEY AUTOINCREMENT, number INTEGER NOT NULL, grid_index INTEGER NOT NULL,
+                       params TEXT NOT NULL, status TEXT NOT NULL
+                       CHECK (status IN ('running', 'done', 'data_failure', 'lost', 'error')),
+                       score REAL, seconds REAL, started_at REAL NOT NULL, finished_at REAL, note TEXT);
+CREATE TABLE incumbent (id INTEGER PRIMARY KEY CHECK (id = 1), number INTEGER NOT NULL, artifact BLOB);
+CREATE TABLE release (id INTEGER PRIMARY KEY CHECK (id = 1), payload TEXT NOT NULL, released_at REAL NOT NULL);
+"""
+
+
+def _quote(text: str) -> str:
+    """An SQL string literal's body (our own constants only; values from users go through parameters)."""
+    return text.replace("'", "''")
+
+
+class SQLiteJournal:
+    """One search's journal file (a :class:`~dphypo.search.storage.Journal`).
+
+    Open with :meth:`open`; use as a context manager or call :meth:`close`.
+
+    Args:
+        connection: An open SQLite connection (use :meth:`open`).
+        path: The file it belongs to.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+
+    # -- opening ---------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> SQLiteJournal:
+        """Open an existing journal, or create a new one if ``path`` does not exist.
+
+        Raises:
+            JournalError: ``path`` exists but is not a dphypo journal (not SQLite, another program's database,
+                a newer format, a corrupted file, or a search that another process is running). The file is
+                left untouched.
+        """
+        path = Path(path)
+        if path.exists() and path.stat().st_size > 0:  # an empty file holds nothing to protect
+            return cls._open_existing(path)
+        if not path.parent.exists():
+            raise ValueError(f"journal directory does not exist: {str(path.parent)!r}")
+        db = cls._connect(path, create=True)
+        meta = [("format", FORMAT), ("version", str(VERSION)), ("warning", CURATOR_WARNING),
+                ("created_at", repr(time.time()))]
+        inserts = "".join(f"INSERT INTO meta (key, value) VALUES ('{k}', '{_quote(v)}');" for k, v in meta)
+        db.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{inserts}COMMIT;")  # all or nothing
+        return cls(db, path)
+
+    @staticmethod
+    def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
+        mode = "rwc" if create else "rw"
+        db = sqlite3.connect(f"file:{path}?mode={mode}", uri=True, isolation_level=None)
+        try:
+            # Hold the lock for the whole search: a second process resuming the same file would double-spend.
+            db.execute("PRAGMA locking_mode = EXCLUSIVE")
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("BEGIN EXCLUSIVE")
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            if "locked" in str(exc):
+                raise JournalError(f"journal {str(path)!r} is in use by another process ({exc})") from exc
+            raise JournalError(f"{str(path)!r} is corrupted ({exc}); nothing was changed") from exc
+        return db
+
+    @classmethod
+    def _open_existing(cls, path: Path) -> SQLiteJournal:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+        if header != _SQLITE_HEADER:
+            raise JournalError(f"{str(path)!r} is not a dphypo journal (not an SQLite file); nothing was changed")
+        db = cls._connect(path, create=False)
+        try:
+            journal = cls(db, path)
+            journal._check_integrity()
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise JournalError(f"{str(path)!r} is corrupted ({exc}); nothing was changed") from exc
+        except JournalError:
+            db.close()
+            raise
+        return journal
+
+    def _check_integrity(self) -> None:
+        (status,) = self._db.execute("PRAGMA quick_check").fetchone()
+        if status != "ok":
+            raise JournalError(f"{str(self.path)!r} is corrupted (SQLite: {status}); nothing was changed")
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            raise JournalError(f"{str(self.path)!r} is an SQLite file but not a dphypo journal; nothing was changed")
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != FORMAT:
+            raise JournalError(f"{str(self.path)!r} is an SQLite file but not a dphypo journal; nothing was changed")
+        if int(meta.get("version", "0")) != VERSION:
+            raise JournalError(f"{str(self.path)!r} has journal version {meta.get('version')}, this dphypo reads "
+                               f"version {VERSION}")
+        sealed = self.sealed()
+        if sealed is not None and plan_digest(sealed.config, sealed.run_count) != sealed.digest:
+            raise JournalError(f"{str(self.path)!r} is corrupted: the sealed plan does not match its hash")
+
+    def close(self) -> None:
+        """Release the file (and its lock)."""
+        self._db.close()
+
+    def __enter__(self) -> SQLiteJournal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the sealed plan ---------------------------------------------------------------------------------------
+
+    def sealed(self) -> SealedPlan | None:
+        """The sealed plan, or ``None`` for a journal no search has started yet."""
+        row = self._db.execute("SELECT config, run_count, digest FROM plan WHERE id = 1").fetchone()
+        if row is None:
+            return None
+        return SealedPlan(json.loads(row[0]), int(row[1]), row[2])
+
+    def seal(self, config: dict[str, Any], run_count: int) -> SealedPlan:
+        """Write the plan and the drawn T (once; before any data is touched)."""
+        if self.sealed() is not None:
+            raise JournalError(f"{str(self.path)!r} is already sealed")
+        check_run_count(run_count)
+        config = json.loads(canonical(config))  # exactly what a later read returns
+        digest = plan_digest(config, run_count)
+        with self._db:
+            self._db.execute("INSERT INTO plan (id, config, run_count, digest, sealed_at) VALUES (1, ?, ?, ?, ?)",
+                             (canonical(config), run_count, digest, time.time()))
+        return SealedPlan(config, run_count, digest)
+
+    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedPlan:
+        """The sealed plan, after checking that ``config`` is the configuration it was sealed with.
+
+        Args:
+            config: The caller's configuration (JSON-ready).
+            ignore: Dotted field prefixes not compared (for an early check before every field is known).
+
+        Raises:
+            JournalMismatch: Naming every field that differs.
+        """
+        sealed = self.sealed()
+        if sealed is None:
+            raise JournalError(f"{str(self.path)!r} has no sealed plan")
+        mismatch(sealed, config, ignore, repr(str(self.path)))
+        return sealed
+
+    # -- attempts ---------------------------------------------------------------------------------------------
+
+    def start_attempt(self, number: int, grid_index: int, params: dict[str, Any]) -> int:
+        """Record that run ``number`` starts (status ``running``); returns the attempt id."""
+        with self._db:
+            cursor = self._db.execute(
+                "INSERT INTO attempts (number, grid_index, params, status, started_at) VALUES (?, ?, ?, 'running', ?)",
+                (number, grid_index, canonical(params), time.time()),
+            )
+        return int(cursor.lastrowid)  # type: ignore[arg-type]
+
+    def finish_attempt(self, attempt: int, status: str, score: float | None = None, seconds: float | None = None,
+                       *, note: str | None = None, incumbent: tuple[int, Any] | None = None) -> None:
+        """Close an attempt as ``done``, ``data_failure``, ``lost`` or ``error``.
+
+        Args:
+            attempt: Id returned by :meth:`start_attempt`.
+            status: The outcome.
+            score: The run's score (non-finite for a data failure).
+            seconds: Its wall time.
+            note: Why it was lost, for the curator.
+            incumbent: ``(run number, artifact)`` to keep as the best run's artifact, written in the *same*
+                transaction, so the stored artifact always belongs to the best finished run.
+        """
+        check_status(status)
+        stored_score = None if score is None or not math.isfinite(score) else float(score)
+        blob = None if incumbent is None else pickle.dumps(incumbent[1], protocol=pickle.HIGHEST_PROTOCOL)
+        with self._transaction():
+            updated = self._db.execute(
+                "UPDATE attempts SET status = ?, score = ?, seconds = ?, finished_at = ?, note = ? "
+                "WHERE id = ? AND status = 'running'",
+                (status, stored_score, seconds, time.time(), note, attempt),
+            ).rowcount
+            if updated != 1:
+                raise JournalError(f"attempt {attempt} is not running in {str(self.path)!r}")
+            if incumbent is not None:
+                self._db.execute("INSERT OR REPLACE INTO incumbent (id, number, artifact) VALUES (1, ?, ?)",
+                                 (incumbent[0], sqlite3.Binary(blob)))  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """All statements inside commit together or not at all (the connection is in autocommit mode)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def charge_interrupted(self) -> int:
+        """Mark every attempt still ``running`` (in flight when a process died) as ``lost``; returns how many."""
+        with self._db:
+            return self._db.execute(
+                "UPDATE attempts SET status = 'lost', finished_at = ?, note = 'in flight when the search stopped' "
+                "WHERE status = 'running'", (time.time(),),
+            ).rowcount
+
+    def finished_runs(self) -> dict[int, Trial]:
+        """Every run with a final outcome (``done`` or ``data_failure``), by run number."""
+        rows = self._db.execute(
+            "SELECT number, grid_index, params, status, score, seconds, note FROM attempts "
+            "WHERE status IN ('done', 'data_failure') ORDER BY id"
+        ).fetchall()
+        out: dict[int, Trial] = {}
+        for number, grid_index, params, status, score, seconds, note in rows:
+            if number in out:
+                raise JournalError(f"{str(self.path)!r} is corrupted: run {number} finished twice")
+            out[number] = Trial(number, grid_index, json.loads(params), math.nan if score is None else float(score),
+                                status != "done", float(seconds or 0.0), note or None)
+        return out
+
+    def charged_attempts(self) -> int:
+        """Attempts that touched the data without a usable output (``lost`` or ``error``)."""
+        (count,) = self._db.execute(
+            f"SELECT COUNT(*) FROM attempts WHERE status IN {CHARGED_STATES!r}").fetchone()
+        return int(count)
+
+    def attempts(self) -> list[dict[str, Any]]:
+        """Every attempt in order (curator-only view)."""
+        columns = ("id", "number", "grid_index", "params", "status", "score", "seconds", "note")
+        rows = self._db.execute(f"SELECT {', '.join(columns)} FROM attempts ORDER BY id").fetchall()
+        return [dict(zip(columns, row, strict=True)) | {"params": json.loads(row[3])} for row in rows]
+
+    # -- incumbent artifact and release -------------------------------------------------------------------------
+
+    def incumbent(self) -> tuple[int, Any] | None:
+        """``(run number, artifact)`` of the stored incumbent, or ``None``."""
+        row = self._db.execute("SELECT number, artifact FROM incumbent WHERE id = 1").fetchone()
+        # The journal is the curator's own file (see the module docstring), so unpickling it is trusted.
+        return None if row is None else (int(row[0]), pickle.loads(row[1]))
+
+    def write_release(self, payload: dict[str, Any]) -> None:
+        """Store what may be published (JSON-ready; replaced if the search is replayed)."""
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO release (id, payload, released_at) VALUES (1, ?, ?)",
+                             (canonical(payload), time.time()))
+
+    def release(self) -> dict[str, Any] | None:
+        """The published part of a finished search, or ``None`` if it has not finished."""
+        row = self._db.execute("SELECT payload FROM release WHERE id = 1").fetchone()
+        return None if row is None else json.loads(row[0])

@@ -1,0 +1,383 @@
+"""Build a real landscape: train every grid point ``seeds`` times with DP-SGD and tabulate the score.
+
+Each (grid point, seed) job is one :class:`~dphypo.train.objective.DPSGDObjective` run with the *exact*
+validation accuracy (no score noise: the landscape stores the accuracy's seed-to-seed spread, and the score
+noise a private search adds is folded into ``std`` analytically, see :func:`build_landscape`). Jobs run in the
+project's worker pool (:class:`~dphypo.search.execution.ProcessExecutor`: one torch thread per worker, and workers
+that exit with their parent, even after ``kill -9``) and every finished job is appended to a JSON-lines
+checkpoint, so an interrupted build resumes where it stopped. Every option, the output path and the presence of
+the data files are checked before the checkpoint is written or any job starts (:func:`check_build`). A run that
+diverges (NaN) scores 0.0, the worst accuracy, as the tuner would treat it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import math
+import numbers
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dphypo.simulation.landscapes import Landscape, save_landscape
+
+__all__ = ["BuildSpec", "build_landscape", "check_build", "paper_grid", "parse_grid"]
+
+#: Score recorded for a run that failed because of the data (privacy rule 5: failed runs score worst).
+FAILED_SCORE = 0.0
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What to build.
+
+    Args:
+        dataset: Dataset name (see :data:`dphypo.train.DATASETS`).
+        model: Model name (see :func:`dphypo.train.make_model`).
+        lr_grid: Learning rates (strictly increasing, log-scaled axis).
+        clip_grid: Clipping norms (strictly increasing, linear axis).
+        sigma: DP-SGD noise multiplier of every run.
+        epochs: Epochs per run.
+        batch_size: Expected (Poisson) batch size.
+        seeds: Repeats per grid point.
+        score_noise: Std (in accuracy units) of the Gaussian noise a private search adds to each score; folded
+            into the landscape's ``std`` so simulations see the score a private search would see.
+        data_dir: Directory of on-disk datasets (full MNIST, CIFAR-10).
+        data_seed: Seed of the train/validation/test split.
+    """
+
+    dataset: str
+    model: str
+    lr_grid: tuple[float, ...]
+    clip_grid: tuple[float, ...]
+    sigma: float
+    epochs: int
+    batch_size: int
+    seeds: int
+    score_noise: float = 0.0
+    data_dir: str | None = None
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        from dphypo.train.data import DATASETS
+
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
+        if not (_is_real(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("lr_grid", "clip_grid"):
+            values = tuple(float(v) for v in getattr(self, name))
+            if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+                raise ValueError(f"{name} must hold at least 2 strictly increasing values, got {values!r}")
+            if not all(math.isfinite(v) and v > 0 for v in values):
+                raise ValueError(f"{name} values must be finite and > 0, got {values!r}")
+            object.__setattr__(self, name, values)
+        if not (isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds >= 1):
+            raise ValueError(f"seeds must be a positive integer, got {self.seeds!r}")
+        if not (_is_real(self.score_noise) and self.score_noise >= 0):
+            raise ValueError(f"score_noise must be a finite number >= 0, got {self.score_noise!r}")
+
+    def digest(self) -> str:
+        """A hash of everything that determines the results (a checkpoint is only resumed for the same spec)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """Grid shape ``(len(lr_grid), len(clip_grid))``."""
+        return (len(self.lr_grid), len(self.clip_grid))
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _checkpoint_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | None = None) -> Path:
+    """Check a build before anything is written or trained; :func:`build_landscape` calls it first.
+
+    Checked: the output path, the workers, the model and the presence of the data files (nothing is read).
+
+    Args:
+        spec: What to build (its fields are checked when it is created).
+        out: Output path; it must end in ``.npz`` and must not be a directory.
+        workers: Processes, a positive integer or None.
+
+    Returns:
+        ``out`` as a Path.
+
+    Raises:
+        ValueError: Any invalid option, with the parameter's name (a missing dataset: a
+            :class:`~dphypo.train.data.DataNotFoundError`).
+    """
+    from dphypo.train.data import check_dataset_files
+
+    if isinstance(out, str) and out.endswith(("/", os.sep)):
+        raise ValueError(f"out must be a file name ending in .npz, got the directory path {out!r}")
+    out = Path(out)
+    if out.suffix != ".npz":
+        raise ValueError(f"out must be a file name ending in .npz (the landscape is an npz archive), got {str(out)!r}")
+    if out.is_dir():
+        raise ValueError(f"out must be a file, got the directory {str(out)!r}")
+    for folder in (out.parent, *out.parent.parents):  # the first existing ancestor must be a writable directory
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"out must be inside a directory, but {str(folder)!r} is a file")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise ValueError(f"out: cannot write to the directory {str(folder)!r}")
+            break
+    if _checkpoint_path(out).is_dir():
+        raise ValueError(f"out: the checkpoint path {str(_checkpoint_path(out))!r} is a directory")
+    if workers is not None and not (
+        isinstance(workers, numbers.Integral) and not isinstance(workers, bool) and workers >= 1
+    ):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    from dphypo.train.models import check_model_for_dataset
+
+    check_model_for_dataset(spec.model, spec.dataset)
+    check_dataset_files(spec.dataset, spec.data_dir)
+    return out
+
+
+def _job_item(spec: BuildSpec, job: tuple[int, int, int]) -> dict[str, Any]:
+    """:func:`_job` on one ``(lr index, clip index, seed)`` (the form an executor calls)."""
+    return _job(spec, *job)
+
+
+def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str, Any]:
+    """One training run; returns a JSON-ready record (runs in a worker process)."""
+    from dphypo.search.tuner import DataFailure, Run
+    from dphypo.train.data import load_dataset
+    from dphypo.train.objective import DPSGDObjective
+    from dphypo.train.plan import DPSGDPlan
+
+    splits = load_dataset(spec.dataset, data_dir=spec.data_dir, seed=spec.data_seed)
+    plan = DPSGDPlan(
+        sigma=spec.sigma,
+        batch_size=spec.batch_size,
+        epochs=spec.epochs,
+        n_train=len(splits.y_train),
+        score_noise=None,
+        n_val=len(splits.y_val),
+    )
+    objective = DPSGDObjective(spec.dataset, spec.model, plan, data_dir=spec.data_dir, data_seed=spec.data_seed)
+    params = {"lr": spec.lr_grid[lr_index], "clip": spec.clip_grid[clip_index]}
+    grid_index = lr_index * len(spec.clip_grid) + clip_index
+    run = Run(number=grid_index, seed=1000 * seed + grid_index, privacy=None, grid_index=grid_index, plan=plan)
+    start = time.perf_counter()
+    try:
+        score, _ = objective(params, run)
+        failed = False
+    except DataFailure:
+        score, failed = FAILED_SCORE, True
+    run.check_budget()
+    return {"lr": lr_index, "clip": clip_index, "seed": seed, "score": float(score), "failed": failed,
+            "seconds": time.perf_counter() - start}
+
+
+def _read_checkpoint(path: Path, digest: str) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """Finished jobs of the checkpoint at ``path``.
+
+    A checkpoint without any finished job is discarded (it holds no work), one of a different build with
+    finished jobs is refused.
+    """
+    done: dict[tuple[int, int, int], dict[str, Any]] = {}
+    if not path.exists():
+        return done
+    with path.open() as fh:
+        try:
+            header = json.loads(fh.readline() or "{}")
+        except json.JSONDecodeError:
+            header = {}
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                key = (rec["lr"], rec["clip"], rec["seed"])
+            except (json.JSONDecodeError, KeyError, TypeError):  # a line cut by a crash: that job is simply redone
+                continue
+            done[key] = rec
+    if not isinstance(header, dict) or header.get("digest") != digest:
+        if not done:
+            path.unlink()
+            return done
+        found = header.get("digest") if isinstance(header, dict) else None
+        raise ValueError(
+            f"checkpoint {path} belongs to a different build (spec digest {found!r}, expected {digest!r}) and "
+            f"holds {len(done)} finished run(s); rerun with that build's options to resume it, or remove it or "
+            "change --out"
+        )
+    return done
+
+
+def build_landscape(
+    spec: BuildSpec,
+    out: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Landscape:
+    """Train every grid point ``spec.seeds`` times and write the landscape to ``out`` (.npz).
+
+    ``std`` of the landscape is ``sqrt(seed_std² + score_noise²)``: the spread across training seeds plus the
+    independent noise of the private score release, i.e. the spread of the score a private search observes.
+
+    Args:
+        spec: What to build.
+        out: Output ``.npz`` path; the checkpoint ``<out>.partial.jsonl`` is kept until the build completes.
+        workers: Processes (default: all cores; 1 runs the jobs in this process).
+        progress: Called with (jobs done, jobs total).
+
+    Returns:
+        The landscape (also saved to ``out``).
+
+    Raises:
+        ValueError: An invalid option, output path or missing data (see :func:`check_build`), raised before
+            anything is written.
+    """
+    from dphypo.search.execution import executor_scope
+
+    out = check_build(spec, out, workers=workers)
+    checkpoint = _checkpoint_path(out)
+    digest = spec.digest()
+    done = _read_checkpoint(checkpoint, digest)
+    jobs = [
+        (i, j, s) for i in range(len(spec.lr_grid)) for j in range(len(spec.clip_grid)) for s in range(spec.seeds)
+        if (i, j, s) not in done
+    ]
+    total = len(spec.lr_grid) * len(spec.clip_grid) * spec.seeds
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not checkpoint.exists():
+        checkpoint.write_text(json.dumps({"digest": digest, "spec": asdict(spec)}) + "\n")
+    started = time.time()
+    with checkpoint.open("a") as fh:
+        def record(rec: dict[str, Any]) -> None:
+            done[(rec["lr"], rec["clip"], rec["seed"])] = rec
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            if progress is not None:
+                progress(len(done), total)
+
+        # The project's pool (dphypo.search.execution.pool): spawned workers that exit with this process, even
+        # after kill -9.
+        with executor_scope(None, workers=workers) as executor:
+            executor.run(functools.partial(_job_item, spec), jobs, on_result=lambda _, rec: record(rec))
+    landscape = _tabulate(spec, done, wall_seconds=time.time() - started)
+    save_landscape(landscape, out)
+    checkpoint.unlink()
+    return landscape
+
+
+def _tabulate(spec: BuildSpec, done: dict[tuple[int, int, int], dict[str, Any]], wall_seconds: float) -> Landscape:
+    scores = np.full((*spec.shape, spec.seeds), np.nan)
+    failed = np.zeros(spec.shape, dtype=int)
+    seconds = []
+    for (i, j, s), rec in done.items():
+        scores[i, j, s] = rec["score"]
+        failed[i, j] += bool(rec["failed"])
+        seconds.append(rec["seconds"])
+    if np.isnan(scores).any():
+        raise RuntimeError("landscape build is incomplete; resume it to finish the missing jobs")
+    mean = scores.mean(axis=-1)
+    seed_std = scores.std(axis=-1, ddof=1) if spec.seeds > 1 else np.zeros(spec.shape)
+    std = np.sqrt(seed_std**2 + spec.score_noise**2)
+    metadata = {
+        "dataset": spec.dataset,
+        "model": spec.model,
+        "sigma": spec.sigma,
+        "epochs": spec.epochs,
+        "batch_size": spec.batch_size,
+        "seeds": spec.seeds,
+        "data_seed": spec.data_seed,
+        "score": "validation accuracy (exact), mean over seeds",
+        "std_model": "sqrt(seed_std^2 + score_noise^2)",
+        "score_noise": spec.score_noise,
+        "failed_runs": int(failed.sum()),
+        "failed_score": FAILED_SCORE,
+        "seconds_per_run_mean": float(np.mean(seconds)),
+        "build_wall_seconds_last_session": wall_seconds,
+        "built_by": "dphypo.simulation.builder.build_landscape",
+        "spec_digest": spec.digest(),
+        "seed_std_mean": float(seed_std.mean()),
+    }
+    return Landscape.from_axes(
+        mean, std, {"lr": np.array(spec.lr_grid), "clip": np.array(spec.clip_grid)},
+        {"lr": "log", "clip": "linear"}, direction="maximize", metadata=metadata,
+    )
+
+
+def paper_grid() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The DP-HyPO MNIST grid: 16 learning rates 1e-4..10 (factor 10^{1/3}) × 20 clipping norms 0.3..6."""
+    from dphypo.simulation.synthetic import mnist_grid
+
+    axes, _ = mnist_grid()
+    return tuple(axes["lr"].tolist()), tuple(axes["clip"].tolist())
+
+
+def parse_grid(text: str, option: str = "grid") -> tuple[float, ...]:
+    """``"1e-4:10:16:log"`` (low:high:num:scale) or a comma list ``"0.1,0.5,1"`` → grid values.
+
+    Computed values are rounded to 12 significant digits (:func:`dphypo.space.clean_values`), so ``0.3:6:20:linear``
+    holds 2.1, not 2.0999999999999996.
+
+    Args:
+        text: The grid as typed.
+        option: How errors name it (e.g. ``"--lr-grid"``).
+
+    Returns:
+        At least two strictly increasing, finite values.
+
+    Raises:
+        ValueError: A one-line message naming ``option`` for anything else.
+    """
+    from dphypo.space import clean_values
+
+    usage = "low:high:num:log|linear (e.g. 1e-4:10:16:log) or a comma list (e.g. 0.1,0.5,1)"
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{option} is empty; give {usage}, got {text!r}")
+    if ":" in text:
+        parts = [part.strip() for part in text.split(":")]
+        if len(parts) != 4 or parts[3] not in ("log", "linear"):
+            raise ValueError(f"{option} must be {usage}, got {text!r}")
+        try:
+            low, high = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise ValueError(f"{option}: low and high must be numbers, got {text!r}") from None
+        try:
+            num = int(parts[2])
+        except ValueError:
+            raise ValueError(f"{option}: num must be an integer >= 2, got {parts[2]!r} in {text!r}") from None
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"{option}: low and high must be finite, got {text!r}")
+        if num < 2:
+            raise ValueError(f"{option}: num must be an integer >= 2 (a grid needs two values), got {num} in {text!r}")
+        if low >= high:
+            raise ValueError(f"{option}: low must be < high, got {text!r}")
+        if parts[3] == "log" and low <= 0:
+            raise ValueError(f"{option}: a log grid needs low > 0, got {text!r}")
+        points = np.geomspace(low, high, num) if parts[3] == "log" else np.linspace(low, high, num)
+        cleaned = list(clean_values(points))
+        cleaned[0], cleaned[-1] = low, high
+        return tuple(cleaned)
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{option} must be {usage}, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{option} values must be finite, got {text!r}")
+    if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+        raise ValueError(f"{option} must list at least 2 strictly increasing values, got {text!r}")
+    return values

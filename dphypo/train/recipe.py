@@ -1,0 +1,63 @@
+"""How every candidate of a search trains, before σ is known: a :class:`DPSGDPlan` without its noise multiplier.
+
+:func:`dphypo.tune` calibrates σ so that the *whole search* meets its total ε, so the user gives everything else
+that fixes the per-run privacy (batch size, epochs, public set sizes, score noise) and the search builds the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dphypo.train.data import Splits
+    from dphypo.train.plan import DPSGDPlan
+
+__all__ = ["DPSGD"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DPSGD:
+    """The privacy-relevant DP-SGD settings of every candidate run, except σ (fixed by the search).
+
+    Args:
+        batch_size: Expected (Poisson) batch size ≥ 1.
+        epochs: Passes over the training split ≥ 1.
+        n_train: Training-set size ≥ 1 (public; fixes Opacus's sampling rate).
+        n_val: Nominal (public) validation-set size that turns the noisy count of correct predictions into an
+            accuracy; required with ``score_noise``.
+        score_noise: Standard deviation (in examples) of the Gaussian noise on each run's count of correct
+            validation predictions (sensitivity 1). ``None``: the score is not privatised, which is only correct
+            when the validation data is public (privacy rule 4).
+        secure_mode: Opacus's cryptographically secure noise and batches (needs ``torchcsprng``).
+
+    Example:
+        >>> from dphypo.train import DPSGD
+        >>> recipe = DPSGD(batch_size=64, epochs=2, n_train=1000, n_val=300, score_noise=5.0)
+        >>> plan = recipe.plan(sigma=1.5)
+        >>> plan.sigma, plan.batch_size, round(plan.sample_rate, 4)
+        (1.5, 64, 0.0625)
+    """
+
+    batch_size: int
+    epochs: int
+    n_train: int
+    n_val: int | None = None
+    score_noise: float | None = None
+    secure_mode: bool = False
+
+    def __post_init__(self) -> None:
+        self.plan(1.0)  # one validation, the plan's: fail at construction, before any data is read
+
+    @classmethod
+    def from_splits(cls, splits: Splits, *, batch_size: int, epochs: int, score_noise: float | None = None,
+                    secure_mode: bool = False) -> DPSGD:
+        """The settings whose ``n_train`` and ``n_val`` are the sizes of ``splits``."""
+        return cls(batch_size=batch_size, epochs=epochs, n_train=len(splits.y_train), n_val=len(splits.y_val),
+                   score_noise=score_noise, secure_mode=secure_mode)
+
+    def plan(self, sigma: float) -> DPSGDPlan:
+        """The per-run plan at noise multiplier ``sigma``."""
+        from dphypo.train import DPSGDPlan
+
+        return DPSGDPlan(sigma=sigma, **{f.name: getattr(self, f.name) for f in fields(self)})

@@ -1,0 +1,175 @@
+"""The sealed journal: crash-safe writes, refusal of foreign/corrupted files, config mismatch, locking."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+
+from dphypo.search.records import Trial
+from dphypo.search.storage import (
+    CURATOR_WARNING,
+    Journal,
+    JournalError,
+    JournalMismatch,
+    MemoryJournal,
+    SQLiteJournal,
+    plan_digest,
+)
+
+CONFIG = {"privacy": {"C": 2.0, "c": 0.75, "runs": "geometric"}, "seed": 7, "space": {"grid": "lr x clip"}}
+
+
+def _sealed(path, run_count: int = 5) -> SQLiteJournal:
+    journal = SQLiteJournal.open(path)
+    journal.seal(CONFIG, run_count)
+    return journal
+
+
+def test_a_new_journal_is_sealed_once_and_reads_back(tmp_path) -> None:
+    path = tmp_path / "search.db"
+    with _sealed(path, 12) as journal, pytest.raises(JournalError, match="already sealed"):
+        journal.seal(CONFIG, 3)
+    with SQLiteJournal.open(path) as journal:
+        sealed = journal.sealed()
+        assert sealed.run_count == 12 and sealed.config == CONFIG
+        assert sealed.digest == plan_digest(CONFIG, 12)
+        assert journal.verify(CONFIG).run_count == 12
+    assert CURATOR_WARNING in dict(sqlite3.connect(path).execute("SELECT key, value FROM meta").fetchall()).values()
+
+
+def test_attempts_finish_once_and_lost_ones_are_charged(tmp_path) -> None:
+    with _sealed(tmp_path / "j.db") as journal:
+        a = journal.start_attempt(0, 4, {"lr": 0.1})
+        journal.finish_attempt(a, "done", 0.9, 1.5, incumbent=(0, {"model": "zero"}))
+        with pytest.raises(JournalError, match="not running"):
+            journal.finish_attempt(a, "done", 0.8, 1.0)
+        b = journal.start_attempt(1, 2, {"lr": 0.2})
+        journal.finish_attempt(b, "lost", note="worker died")
+        c = journal.start_attempt(1, 2, {"lr": 0.2})
+        journal.finish_attempt(c, "data_failure", math.nan, 0.3)
+        journal.start_attempt(2, 1, {"lr": 0.3})  # in flight when the process "dies"
+    with SQLiteJournal.open(tmp_path / "j.db") as journal:
+        assert journal.charge_interrupted() == 1
+        assert journal.charged_attempts() == 2  # the dead worker + the run in flight
+        finished = journal.finished_runs()
+        assert sorted(finished) == [0, 1]
+        assert finished[0] == Trial(0, 4, {"lr": 0.1}, 0.9, False, 1.5, None)
+        assert math.isnan(finished[1].score) and finished[1].failed and finished[1].seconds == 0.3
+        assert journal.incumbent() == (0, {"model": "zero"})
+        assert [a["status"] for a in journal.attempts()] == ["done", "lost", "data_failure", "lost"]
+
+
+def _journals(tmp_path) -> tuple[SQLiteJournal, MemoryJournal]:
+    return SQLiteJournal.open(tmp_path / "j.db"), MemoryJournal()
+
+
+def test_the_memory_journal_records_exactly_what_the_file_records(tmp_path) -> None:
+    views = []
+    for journal in _journals(tmp_path):
+        assert isinstance(journal, Journal)
+        with journal:
+            assert journal.sealed() is None
+            sealed = journal.seal(CONFIG, 5)
+            with pytest.raises(JournalError, match="already sealed"):
+                journal.seal(CONFIG, 3)
+            with pytest.raises(JournalMismatch, match=r"in: seed"):
+                journal.verify({**CONFIG, "seed": 8})
+            assert journal.verify({**CONFIG, "seed": 8}, ignore=("seed",)) == sealed
+            a = journal.start_attempt(0, 4, {"lr": 0.1})
+            journal.finish_attempt(a, "done", 0.9, 1.5, incumbent=(0, {"model": "zero"}))
+            with pytest.raises(JournalError, match="not running"):
+                journal.finish_attempt(a, "done", 0.8, 1.0)
+            with pytest.raises(ValueError, match="status must be"):
+                journal.finish_attempt(journal.start_attempt(1, 2, {}), "finished")
+            journal.finish_attempt(journal.start_attempt(2, 1, {"lr": 0.3}), "data_failure", math.nan, 0.3,
+                                   note="DataFailure: diverged")
+            assert journal.charge_interrupted() == 1
+            journal.write_release({"score": 0.9, "epsilon": 1.5})
+            views.append((sealed, journal.charged_attempts(), repr(journal.finished_runs()), journal.attempts(),
+                          journal.incumbent(), journal.release()))
+    file_view, memory_view = views
+    assert memory_view == file_view
+    assert "error='DataFailure: diverged'" in file_view[2]
+
+
+def test_an_incumbent_is_written_with_its_result_or_not_at_all(tmp_path) -> None:
+    with _sealed(tmp_path / "j.db") as journal:
+        a = journal.start_attempt(0, 4, {})
+        with pytest.raises(Exception):  # noqa: B017 - an unpicklable artifact
+            journal.finish_attempt(a, "done", 0.9, 1.0, incumbent=(0, lambda: None))
+        assert journal.incumbent() is None
+        assert journal.finished_runs() == {}  # rolled back together: the attempt is still running
+        journal.finish_attempt(a, "done", 0.9, 1.0, incumbent=(0, "model"))
+        assert journal.incumbent() == (0, "model")
+
+
+def test_a_changed_configuration_is_refused_naming_the_fields(tmp_path) -> None:
+    _sealed(tmp_path / "j.db").close()
+    changed = {**CONFIG, "seed": 8, "privacy": {**CONFIG["privacy"], "C": 1.5}}
+    with SQLiteJournal.open(tmp_path / "j.db") as journal, pytest.raises(JournalMismatch) as err:
+        journal.verify(changed)
+    assert "privacy.C" in str(err.value) and "seed" in str(err.value) and "runs" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not a database at all, just text\n" * 10, b"SQLite format 3\x00" + b"\xff" * 2000],
+    ids=["text", "garbage-after-header"],
+)
+def test_a_foreign_or_corrupted_file_is_refused_and_left_untouched(tmp_path, content) -> None:
+    path = tmp_path / "j.db"
+    path.write_bytes(content)
+    with pytest.raises(JournalError, match="nothing was changed"):
+        SQLiteJournal.open(path)
+    assert path.read_bytes() == content
+
+
+def test_another_programs_database_is_refused(tmp_path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (name TEXT)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(JournalError, match="not a dphypo journal"):
+        SQLiteJournal.open(path)
+    assert path.read_bytes() == before
+
+
+def test_a_truncated_journal_is_refused(tmp_path) -> None:
+    path = tmp_path / "j.db"
+    with _sealed(path) as journal:
+        for number in range(40):
+            journal.finish_attempt(journal.start_attempt(number, number, {"x": "y" * 200}), "done", 0.5, 1.0)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(JournalError, match="corrupted"):
+        SQLiteJournal.open(path).finished_runs()
+
+
+def test_a_tampered_run_count_breaks_the_seal(tmp_path) -> None:
+    path = tmp_path / "j.db"
+    _sealed(path, 5).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE plan SET run_count = 50")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="does not match its hash"):
+        SQLiteJournal.open(path)
+
+
+def test_a_journal_in_use_cannot_be_opened_twice(tmp_path) -> None:
+    path = tmp_path / "j.db"
+    with _sealed(path), pytest.raises(JournalError, match="in use"):
+        SQLiteJournal.open(path)
+    SQLiteJournal.open(path).close()  # released with the first handle
+
+
+def test_an_empty_file_becomes_a_new_journal_but_a_missing_directory_does_not(tmp_path) -> None:
+    (tmp_path / "empty.db").touch()
+    with SQLiteJournal.open(tmp_path / "empty.db") as journal:
+        assert journal.sealed() is None
+    with pytest.raises(ValueError, match="directory does not exist"):
+        SQLiteJournal.open(tmp_path / "missing" / "j.db")

@@ -1,0 +1,212 @@
+"""The landscape builder: real tiny DP-SGD builds, resume after interruption, checkpoint safety."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import psutil
+import pytest
+
+import dphypo.simulation.builder as build
+from dphypo.simulation.builder import BuildSpec, build_landscape, parse_grid
+from dphypo.simulation.landscapes import load_landscape
+
+SPEC = BuildSpec(dataset="digits", model="digits-mlp", lr_grid=(0.5, 2.0), clip_grid=(0.5, 1.0, 2.0), sigma=1.0,
+                 epochs=1, batch_size=128, seeds=2, score_noise=0.02)
+
+
+def test_build_writes_a_valid_landscape(tmp_path) -> None:
+    out = tmp_path / "tiny.npz"
+    land = build_landscape(SPEC, out, workers=1)
+    again = load_landscape(out)
+    assert land.shape == again.shape == (2, 3)
+    np.testing.assert_array_equal(land.mean, again.mean)
+    assert np.all((land.mean >= 0) & (land.mean <= 1))
+    assert np.all(land.std >= 0.02 - 1e-12)  # score noise folded into std
+    meta = again.metadata
+    assert meta["dataset"] == "digits" and meta["sigma"] == 1.0 and meta["seeds"] == 2
+    assert not (tmp_path / "tiny.npz.partial.jsonl").exists()
+
+
+class Interrupted(Exception):
+    """Stands in for the process dying mid-build (pytest treats a real KeyboardInterrupt as its own)."""
+
+
+def test_interrupted_build_resumes_without_redoing_jobs(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "resume.npz"
+    calls: list[tuple[int, int, int]] = []
+    interrupt_at = [5]
+    real_job = build._job
+
+    def counting_job(spec, i, j, s):
+        calls.append((i, j, s))
+        if len(calls) == interrupt_at[0]:
+            raise Interrupted  # the process is interrupted after 4 finished jobs
+        return real_job(spec, i, j, s)
+
+    monkeypatch.setattr(build, "_job", counting_job)
+    with pytest.raises(Interrupted):
+        build_landscape(SPEC, out, workers=1)
+    checkpoint = tmp_path / "resume.npz.partial.jsonl"
+    lines = checkpoint.read_text().splitlines()
+    assert len(lines) == 1 + 4  # header + 4 finished jobs
+    with checkpoint.open("a") as fh:
+        fh.write('{"lr": 1, "clip"')  # a line cut by a crash: redone, not fatal
+    finished = {tuple(json.loads(line)[k] for k in ("lr", "clip", "seed")) for line in lines[1:]}
+    calls.clear()
+    interrupt_at[0] = -1
+    land = build_landscape(SPEC, out, workers=1)
+    assert len(calls) == 12 - 4 and not finished & set(calls)
+    assert land.shape == (2, 3)
+
+
+def test_checkpoint_of_another_build_is_refused(tmp_path) -> None:
+    out = tmp_path / "other.npz"
+    record = {"lr": 0, "clip": 0, "seed": 0, "score": 0.5, "failed": False, "seconds": 1.0}
+    text = json.dumps({"digest": "0000"}) + "\n" + json.dumps(record) + "\n"
+    (tmp_path / "other.npz.partial.jsonl").write_text(text)
+    with pytest.raises(ValueError, match="different build"):
+        build_landscape(SPEC, out, workers=1)
+
+
+def test_checkpoint_without_finished_runs_does_not_block_a_build(tmp_path) -> None:
+    # issue #12: a failed invocation used to leave a header-only checkpoint that blocked every later build.
+    out = tmp_path / "stale.npz"
+    (tmp_path / "stale.npz.partial.jsonl").write_text(json.dumps({"digest": "0000"}) + "\n")
+    land = build_landscape(SPEC, out, workers=1)
+    assert land.shape == (2, 3) and not (tmp_path / "stale.npz.partial.jsonl").exists()
+
+
+def test_parse_grid_and_spec_validation() -> None:
+    assert parse_grid("1e-4:10:16:log")[0] == pytest.approx(1e-4) and len(parse_grid("1e-4:10:16:log")) == 16
+    assert parse_grid("0.3:6:20:linear")[-1] == pytest.approx(6.0)
+    assert parse_grid("0.1,0.5,1") == (0.1, 0.5, 1.0)
+    with pytest.raises(ValueError, match="grid must be"):
+        parse_grid("1:2:3")
+    assert parse_grid("0.3:6:20:linear")[6] == 2.1  # as the grid defines it, not 2.0999999999999996
+    with pytest.raises(ValueError, match="lr_grid"):
+        BuildSpec(dataset="digits", model="digits-mlp", lr_grid=(1.0, 0.5), clip_grid=(1.0, 2.0), sigma=1.0,
+                  epochs=1, batch_size=64, seeds=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1:1:0:log", "num must be an integer >= 2"),
+        ("1:2:1:linear", "num must be an integer >= 2"),
+        ("0:1:5:log", "low > 0"),
+        ("-1:1:5:log", "low > 0"),
+        ("2:1:5:linear", "low must be < high"),
+        ("1:nan:5:linear", "finite"),
+        ("a:1:5:log", "numbers"),
+        ("1:2:x:log", "num must be"),
+        ("abc", "must be low:high:num"),
+        ("", "empty"),
+        ("  ", "empty"),
+        ("0.1", "at least 2"),
+        ("0.5,0.1", "strictly increasing"),
+        ("0.1,inf", "finite"),
+    ],
+)
+def test_parse_grid_errors_name_the_option_without_numpy(text: str, message: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on the way
+        with pytest.raises(ValueError, match=message) as info:
+            parse_grid(text, "--lr-grid")
+    assert str(info.value).startswith("--lr-grid") and "Choice" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sigma": -1.0}, "sigma must be"),
+        ({"sigma": float("nan")}, "sigma must be"),
+        ({"epochs": 0}, "epochs must be"),
+        ({"batch_size": 0}, "batch_size must be"),
+        ({"seeds": 0}, "seeds must be"),
+        ({"dataset": "imagenet"}, "dataset must be"),
+    ],
+)
+def test_spec_rejects_bad_options(change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(SPEC, **change)
+
+
+@pytest.mark.parametrize(
+    ("out", "change", "workers", "message"),
+    [
+        ("l.txt", {}, 1, "must be a file name ending in .npz"),
+        ("adir", {}, 1, "ending in .npz"),
+        ("adir.npz", {}, 1, "directory"),
+        ("afile/x.npz", {}, 1, "is a file"),
+        ("x.npz", {}, 0, "workers must be"),
+        ("x.npz", {"dataset": "mnist", "model": "mnist-cnn"}, 1, "--data-dir"),
+        ("x.npz", {"dataset": "cifar10", "model": "cifar-cnn"}, 1, "--data-dir"),
+        ("x.npz", {"model": "cifar-cnn"}, 1, "takes inputs"),
+        ("x.npz", {"model": "resnet"}, 1, "model must be"),
+    ],
+)
+def test_build_checks_everything_before_writing(tmp_path, monkeypatch, out, change, workers, message) -> None:
+    (tmp_path / "adir.npz").mkdir()
+    (tmp_path / "afile").write_text("")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    started = []
+    monkeypatch.setattr(build, "_job", lambda *args: started.append(args))
+    with pytest.raises(ValueError, match=message):
+        build_landscape(dataclasses.replace(SPEC, **change), tmp_path / out, workers=workers)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not started
+
+
+def _descendants(pid: int) -> set[int]:
+    try:
+        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # a zombie has exited, only not reaped
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_kill_9_of_a_build_leaves_no_process_behind(tmp_path) -> None:
+    # issue #12: `kill -9` of `landscape build` left its 2 pool workers and a resource tracker running.
+    argv = [sys.executable, "-m", "dphypo", "landscape", "build", "--out", str(tmp_path / "k.npz"),
+            "--lr-grid", "0.1,1", "--clip-grid", "1,2", "--seeds", "4", "--epochs", "30", "--workers", "2"]
+    parent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    children: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and parent.poll() is None:  # until both workers are training
+            children |= _descendants(parent.pid)
+            if len([pid for pid in children if _alive(pid)]) >= 2 and (tmp_path / "k.npz.partial.jsonl").exists():
+                time.sleep(3)  # let them import torch and start a job
+                children |= _descendants(parent.pid)
+                break
+            time.sleep(0.2)
+        assert parent.poll() is None and len(children) >= 2, "the build did not start its workers"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.2)
+        survivors = [pid for pid in children if _alive(pid)]
+        assert not survivors, f"processes outlived the killed build: {survivors}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
