@@ -25,7 +25,16 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["draw", "in_bounded_set", "project", "project_kl_penalised", "softmax", "validate_prior"]
+__all__ = [
+    "draw",
+    "in_bounded_set",
+    "lower_bound_for_top_mass",
+    "project",
+    "project_kl_penalised",
+    "softmax",
+    "top_mass_density",
+    "validate_prior",
+]
 
 #: A prior may drift this far from summing to 1 (float round-off) and is renormalised; more is an error.
 PRIOR_SUM_TOL = 1e-9
@@ -324,6 +333,65 @@ def draw(density: ArrayLike, uniforms: ArrayLike) -> np.ndarray:
     if cdf.ndim > 1:  # cdf is non-decreasing: counting entries ≤ x is searchsorted(side="right") row by row
         return np.minimum(np.count_nonzero(cdf <= x[..., None], axis=-1), last).astype(np.int64)
     return np.minimum(np.searchsorted(cdf, x, side="right"), last).astype(np.int64)
+
+
+# -- the density inside S_{C,c} that maximises a linear objective ------------------------------------------
+def top_mass_density(priority: ArrayLike, prior: ArrayLike, C: float, c: float) -> np.ndarray:
+    """The density in S_{C,c}(π⁰) that maximises Σ_i w_i f_i: C·π⁰ on the highest-priority points, c·π⁰ elsewhere.
+
+    Every f ∈ S_{C,c} is c·π⁰ plus an extra mass 1 − c spread with at most (C − c)·π⁰_i on point i, so maximising
+    the linear objective Σ w_i f_i (e.g. the probability that the drawn point is within a tolerance of the best,
+    with w_i that probability) is a fractional knapsack: fill points in decreasing order of w_i up to C·π⁰_i until
+    the extra mass is used; the last point filled may end between c·π⁰_i and C·π⁰_i (Dantzig 1957). Ties are
+    broken by grid index, lowest first. The top set therefore has prior mass (1 − c)/(C − c), which is how
+    :func:`lower_bound_for_top_mass` chooses c. The result lies in S_{C,c} by construction; the tuner still
+    projects (and verifies) it like any density (privacy rule 3).
+
+    Args:
+        priority: Weights w, shape ``(..., n)``, finite.
+        prior: π⁰, shape ``(n,)``.
+        C: Upper ratio bound ≥ 1.
+        c: Lower ratio bound in (0, 1], c ≤ C.
+
+    Returns:
+        Densities, shape ``(..., n)``, each summing to 1.
+    """
+    C, c = _check_bounds(C, c)
+    w = _finite_array(priority, "priority")
+    pi0 = validate_prior(prior)
+    if w.shape[-1:] != pi0.shape:
+        raise ValueError(f"priority must have shape (..., {pi0.size}), got {w.shape}")
+    order = np.argsort(-w, axis=-1, kind="stable")  # highest priority first, ties by index
+    room = (C - c) * pi0[order]  # extra mass each point can take, in that order
+    used_before = np.cumsum(room, axis=-1) - room
+    extra = np.clip((1.0 - c) - used_before, 0.0, room)
+    f = np.empty_like(w)
+    np.put_along_axis(f, order, c * pi0[order] + extra, axis=-1)
+    return f / f.sum(axis=-1, keepdims=True)  # exact up to round-off: Σ c·π⁰ + (1 − c) = 1
+
+
+def lower_bound_for_top_mass(C: float, top_mass: float) -> float:
+    """The largest c (cheapest log(C/c)) that still lets a density put C·π⁰ on a set of prior mass ``top_mass``.
+
+    A density that is C·π⁰ on a set of prior mass p must put 1 − C·p on the rest (mass 1 − p), a ratio of
+    (1 − C·p)/(1 − p) there; S_{C,c} allows it iff c ≤ that ratio. So c = (1 − C·p)/(1 − p) is the bound a
+    top-set density with target mass p needs, and any smaller c pays a larger log(C/c) in the accountant for
+    nothing. It is a function of (C, p) only: fixed with the rest of the configuration before any data.
+
+    Args:
+        C: Upper ratio bound > 1.
+        top_mass: Prior mass p of the favoured set, in (0, 1/C).
+
+    Returns:
+        c ∈ (0, 1).
+    """
+    C = _real_scalar(C, "C")
+    p = _real_scalar(top_mass, "top_mass")
+    if not C > 1.0:
+        raise ValueError(f"C must be > 1, got {C!r}")
+    if not 0.0 < p < 1.0 / C:
+        raise ValueError(f"top_mass must be in (0, 1/C) = (0, {1.0 / C:.6g}), got {top_mass!r}")
+    return (1.0 - C * p) / (1.0 - p)
 
 
 # -- cvxpy reference solvers ---------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ Layers (lowest first; a module may import its own layer and below):
 
     privacy < space, density < strategies < search < train < api < simulation, testing < visualization < cli
 
-``dphypo/__init__`` and ``dphypo/__main__`` (the top package) are exempt; the leaf utilities ``_threads``,
-``_moved`` and ``exceptions`` may be imported from any layer (the cycle check still covers them).
+``dphypo/__init__`` and ``dphypo/__main__`` (the top package) are exempt; the leaf utilities ``_threads`` and
+``_moved`` may be imported from any layer (the cycle check still covers them). ``exceptions`` re-exports the
+exceptions of every layer up to train, so it sits in the api layer: code inside dphypo imports an exception from
+the module that defines it.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ LAYERS: dict[str, int] = {
     "search": 3,
     "train": 4,
     "api": 5,
+    "exceptions": 5,
     "simulation": 6,
     "testing": 6,
     "visualization": 7,
     "cli": 8,
 }
 #: Leaf utilities: importable from every layer.
-LEAF_UTILITIES = frozenset({"_threads", "_moved", "exceptions"})
+LEAF_UTILITIES = frozenset({"_threads", "_moved"})
 #: The top package itself: it wires the public names (lazily) and the ``python -m dphypo`` entry point.
 EXEMPT = frozenset({ROOT, f"{ROOT}.__main__"})
 

@@ -10,8 +10,18 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from scipy.optimize import linprog
 
-from dphypo.density import draw, in_bounded_set, project, project_kl_penalised, softmax, validate_prior
+from dphypo.density import (
+    draw,
+    in_bounded_set,
+    lower_bound_for_top_mass,
+    project,
+    project_kl_penalised,
+    softmax,
+    top_mass_density,
+    validate_prior,
+)
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -403,3 +413,46 @@ def test_draw_is_the_inverse_cdf_over_a_batch() -> None:
     assert draw(densities[0], uniforms).tolist() == [int(draw(densities[0], u)) for u in uniforms]
     assert draw(np.array([0.5, 0.5, 0.0]), np.nextafter(1.0, 0.0)) == 1  # never a zero-mass tail point
     assert draw(np.array([0.0, 0.0, 1.0]), 0.0) == 2
+
+
+# -- top_mass_density / lower_bound_for_top_mass (issue #15: update rules that use the bounded set well) --------
+def test_top_mass_density_closed_forms() -> None:
+    # Uniform prior on 10 points, C = 2, c = 0.75: the top set has mass (1 − c)/(C − c) = 0.2, i.e. 2 points.
+    f = top_mass_density(np.arange(10.0), np.full(10, 0.1), 2.0, 0.75)
+    np.testing.assert_allclose(f, [0.075] * 8 + [0.2, 0.2], rtol=0, atol=1e-15)
+    # C = 2, c = 0.5 on 4 points: the extra mass 0.5 fills point 3 to 0.5 and point 2 to 0.25 (fractional).
+    f = top_mass_density([0.0, 1.0, 3.0, 9.0], np.full(4, 0.25), 2.0, 0.5)
+    np.testing.assert_allclose(f, [0.125, 0.125, 0.25, 0.5], rtol=0, atol=1e-15)
+    # C = c = 1: the prior whatever the priorities; ties go to the lower index.
+    np.testing.assert_allclose(top_mass_density([5.0, 1.0, 7.0], [0.2, 0.3, 0.5], 1.0, 1.0), [0.2, 0.3, 0.5])
+    np.testing.assert_allclose(top_mass_density(np.zeros(4), np.full(4, 0.25), 2.0, 0.5), [0.5, 0.25, 0.125, 0.125])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_mass_density_is_the_linear_programme_optimum_in_the_set(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    prior = rng.dirichlet(np.ones(n))
+    C, c = 1.0 + 3.0 * rng.random(), 0.05 + 0.95 * rng.random()
+    w = rng.normal(size=n)
+    f = top_mass_density(w, prior, C, c)
+    assert in_bounded_set(f, prior, C, c)
+    best = linprog(-w, A_eq=np.ones((1, n)), b_eq=[1.0], bounds=list(zip(c * prior, C * prior, strict=True)))
+    assert best.status == 0
+    assert w @ f >= -best.fun - 1e-9  # no density in S_{C,c} does better (fractional knapsack, Dantzig 1957)
+    batch = top_mass_density(np.stack([w, -w]), prior, C, c)
+    np.testing.assert_allclose(batch[0], f, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(batch[1], top_mass_density(-w, prior, C, c), rtol=0, atol=1e-15)
+
+
+def test_lower_bound_for_top_mass_is_the_ratio_the_rest_must_keep() -> None:
+    assert lower_bound_for_top_mass(2.0, 0.05) == pytest.approx(0.9 / 0.95, rel=1e-15)  # ≈ 0.947, not 0.75
+    c = lower_bound_for_top_mass(2.0, 0.1)
+    f = top_mass_density(np.arange(20.0), np.full(20, 0.05), 2.0, c)
+    np.testing.assert_allclose(f[-2:], 0.1, rtol=1e-12)  # C·π⁰ on exactly mass 0.1 ...
+    np.testing.assert_allclose(f[:-2], c * 0.05, rtol=1e-12)  # ... and the rest at exactly c·π⁰
+    for bad in ((1.0, 0.1), (2.0, 0.5), (2.0, 0.0), (float("nan"), 0.1)):
+        with pytest.raises(ValueError, match="must be"):
+            lower_bound_for_top_mass(*bad)
+    with pytest.raises(ValueError, match="priority must have shape"):
+        top_mass_density(np.ones(3), np.full(4, 0.25), 2.0, 0.5)
