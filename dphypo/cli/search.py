@@ -1,4 +1,4 @@
-"""``dphypo tune`` and ``dphypo landscape build``."""
+"""``dphypo tune`` and ``dphypo landscape build`` (one landscape, or a family: one per ``--sigma``)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,11 @@ def landscape_command(
     model: ModelOpt = None,
     lr_grid: LrGridOpt = None,
     clip_grid: ClipGridOpt = None,
-    sigma: Annotated[float, typer.Option("--sigma", help="DP-SGD noise multiplier of every run, > 0.")] = 1.0,
+    sigma: Annotated[
+        list[float] | None,
+        typer.Option("--sigma", help="DP-SGD noise multiplier of every run, > 0 (default 1). Repeat it to build a "
+                     "landscape family: one file per σ on the same grid and plan (--out then holds {sigma})."),
+    ] = None,
     epochs: Annotated[int, typer.Option("--epochs", help="Epochs per run, ≥ 1.")] = 10,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size, ≥ 1.")] = 64,
     seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point, ≥ 1.")] = 5,
@@ -123,11 +127,26 @@ def landscape_command(
         int | None, typer.Option("--workers", help="Processes, ≥ 1 (default: all cores; 1: in this process).")
     ] = None,
     out: Annotated[
-        str, typer.Option("--out", help="Output file, must end in .npz (resumes from <out>.partial.jsonl).")
+        str,
+        typer.Option("--out", help="Output file, must end in .npz (resumes from <out>.partial.jsonl). {sigma} in it "
+                     "becomes each σ in Python's shortest form (1.0, 0.7, 1.2226); required with several --sigma, "
+                     "e.g. landscapes/digits_mlp_sigma{sigma}.npz."),
     ] = "",
 ) -> None:
-    """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+    """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training.
+
+    Several ``--sigma`` build a landscape family (:mod:`dphypo.simulation.family`): every member on the same grid
+    and plan, one after another, one file per σ named by the ``{sigma}`` pattern of ``--out``. Every member's
+    options and output path are checked before the first one is trained.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from dphypo.simulation.builder import BuildSpec, build_landscape, check_build, paper_grid, parse_grid
     from dphypo.train.models import default_model
@@ -136,6 +155,7 @@ def landscape_command(
         raise ValueError(f"landscape action must be 'build', got {action!r}")
     if not out:
         raise ValueError("--out is required (e.g. landscapes/digits.npz)")
+    sigmas = [1.0] if not sigma else list(sigma)
     # Every option, the output path and the data files are checked before anything is written or trained.
     with option_names(
         dataset="--dataset", dataset_name="--dataset", model="--model", sigma="--sigma", epochs="--epochs",
@@ -143,17 +163,36 @@ def landscape_command(
         clip_grid="--clip-grid", workers="--workers", out="--out",
     ):
         default_lr, default_clip = paper_grid()
-        spec = BuildSpec(
-            dataset=dataset, model=model or default_model(dataset),
-            lr_grid=parse_grid(lr_grid, "--lr-grid") if lr_grid is not None else default_lr,
-            clip_grid=parse_grid(clip_grid, "--clip-grid") if clip_grid is not None else default_clip,
-            sigma=sigma, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
-            data_dir=data_dir,
-        )
-        check_build(spec, out, workers=workers)
+        lrs = parse_grid(lr_grid, "--lr-grid") if lr_grid is not None else default_lr
+        clips = parse_grid(clip_grid, "--clip-grid") if clip_grid is not None else default_clip
+        specs = [
+            BuildSpec(dataset=dataset, model=model or default_model(dataset), lr_grid=lrs, clip_grid=clips,
+                      sigma=s, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
+                      data_dir=data_dir)
+            for s in sigmas
+        ]
+        outs = _member_paths(out, [spec.sigma for spec in specs])
+        for spec, path in zip(specs, outs, strict=True):
+            check_build(spec, path, workers=workers)
         columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=out_console(stderr=True)) as bar:
-            task = bar.add_task(f"building {out}", total=spec.shape[0] * spec.shape[1] * seeds)
-            landscape = build_landscape(spec, out, workers=workers,
-                                        progress=lambda done, total: bar.update(task, completed=done))
-    typer.echo(f"wrote {out}: best mean {landscape.best_value:.4f} at {landscape.space.params(landscape.best_index)}")
+        for spec, path in zip(specs, outs, strict=True):  # members one after another, each on every worker
+            with Progress(*columns, console=out_console(stderr=True)) as bar:
+                task = bar.add_task(f"building {path}", total=spec.shape[0] * spec.shape[1] * seeds)
+
+                def advance(done: int, total: int, bar: Progress = bar, task: TaskID = task) -> None:
+                    bar.update(task, completed=done)
+
+                landscape = build_landscape(spec, path, workers=workers, progress=advance)
+            best = landscape.space.params(landscape.best_index)
+            typer.echo(f"wrote {path}: best mean {landscape.best_value:.4f} at {best}")
+
+
+def _member_paths(out: str, sigmas: list[float]) -> list[str]:
+    """The output file of every σ: ``out`` with ``{sigma}`` replaced by the σ's shortest repr (one-line errors)."""
+    if len(set(sigmas)) != len(sigmas):
+        raise ValueError(f"--sigma values must be distinct (one landscape per σ), got {sigmas}")
+    if len(sigmas) > 1 and "{sigma}" not in out:
+        raise ValueError(f"--out must hold {{sigma}} when several --sigma are given (one file per σ, e.g. "
+                         f"landscapes/digits_mlp_sigma{{sigma}}.npz), got {out!r}")
+    # str.replace, not str.format: any other brace in the path stays as typed
+    return [out.replace("{sigma}", repr(float(s))) for s in sigmas]

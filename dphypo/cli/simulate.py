@@ -1,4 +1,10 @@
-"""``dphypo simulate``: simulated private searches on landscapes (studies: :mod:`dphypo.simulation.studies`)."""
+"""``dphypo simulate``: simulated private searches on landscapes (studies: :mod:`dphypo.simulation.studies`).
+
+With ``--epsilon E`` and several ``--landscape`` (the members of one landscape family,
+:mod:`dphypo.simulation.family`), the comparison is at equal total ε: every arm calibrates its own σ for total ε = E
+(:func:`dphypo.simulation.equal_epsilon.arm_sigma`: its run count, its C and c) and runs on the family's landscape at
+that σ.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from rich.table import Table
 from dphypo.cli.common import JsonOpt, LowerOpt, UpperOpt, _emit, app, option_names, out_console, parse_scale
 
 if TYPE_CHECKING:
+    from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.simulate import Engine
     from dphypo.simulation.studies import Setting, StudyResult
     from dphypo.strategies import Strategy
@@ -24,7 +31,7 @@ OPTION_NAMES = {
     "tau": "--tau", "beta": "--beta", "scale": "--scale", "runs": "--runs", "theta": "--theta", "gamma": "--gamma",
     "mean": "--mean", "bounds": "--bounds", "gp-repeats": "--gp-repeats", "sweep": "--sweep", "engine": "--engine",
     "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
-    "fixed T": "--fixed-T",
+    "fixed T": "--fixed-T", "epsilon": "--epsilon",
 }
 
 
@@ -103,7 +110,12 @@ def _settings(
 @app.command("simulate")
 def simulate_command(
     landscape: Annotated[
-        str, typer.Option("--landscape", help="A landscape .npz file, or synthetic:smooth|ridge|multimodal.")
+        list[str],
+        typer.Option(
+            "--landscape",
+            help="A landscape .npz file, or synthetic:smooth|ridge|multimodal. With --epsilon: repeat it for "
+            "every member of one landscape family (same grid and plan, different σ).",
+        ),
     ],
     strategy: Annotated[
         list[str], typer.Option("--strategy", help="uniform or gp; repeat the option to compare several.")
@@ -114,6 +126,14 @@ def simulate_command(
             "--gp-landscape",
             help="White box: landscape of the GP arm (e.g. built at the "
             "larger σ a GP search may use for the same total ε).",
+        ),
+    ] = None,
+    epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--epsilon",
+            help="Equal ε: every arm runs on the family (the --landscape members) at the σ at which its own "
+            "search (--runs/--gamma/--mean, its C and c) costs this total ε.",
         ),
     ] = None,
     fixed_T: Annotated[
@@ -195,7 +215,8 @@ def _is_engine(name: str) -> TypeGuard[Engine]:
 
 
 def _simulate(
-    landscape: str, strategy: list[str], gp_landscape: str | None, fixed_T: str | None, runs: str | None,
+    landscape: list[str], strategy: list[str], gp_landscape: str | None, epsilon: float | None,
+    fixed_T: str | None, runs: str | None,
     theta: float | None, gamma: list[float] | None, mean: float | None, sweep: str | None, bounds: list[str] | None,
     repeats: int, gp_repeats: list[str] | None, C: float, c: float, tau: float, beta: float, scale: str,
     delta: float, seed: int, workers: int | None, engine: str, batch: int, executor: str | None,
@@ -205,22 +226,21 @@ def _simulate(
     from dphypo.search.execution import make_executor
     from dphypo.simulation.simulate import ENGINES
     from dphypo.simulation.studies import ArmSpec, StudyConfig, run_study
-    from dphypo.simulation.synthetic import resolve_landscape
     from dphypo.simulation.tables import table_csv, table_markdown
 
     if not (isinstance(seed, int) and seed >= 0):
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if gp_landscape is not None and all(name == "uniform" for name in strategy):
         raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
-    for spec in (landscape, gp_landscape):
-        if spec is not None:
-            resolve_landscape(spec)  # a missing or unreadable file fails now, not after the simulations
+    family = _check_landscapes(landscape, gp_landscape, epsilon, fixed_T)
+    arm_landscape: str | tuple[str, ...] = landscape[0] if family is None else tuple(landscape)
     if table_out is not None:  # the output directory must exist (or be creatable) before any simulation runs
         Path(table_out).parent.mkdir(parents=True, exist_ok=True)
     arms: list[ArmSpec] = []
     for name in strategy:
         arm_strategy = _strategy(name, tau, beta, scale)
-        arms.append(ArmSpec(name, arm_strategy, gp_landscape if (gp_landscape and name != "uniform") else landscape))
+        arms.append(ArmSpec(name, arm_strategy,
+                            gp_landscape if (gp_landscape and name != "uniform") else arm_landscape))
     any_adaptive = any(a.adaptive for a in arms)
     pairs = _bounds(bounds, sweep, C, c)
     settings = _settings(
@@ -228,6 +248,8 @@ def _simulate(
     )
     if fixed_T is not None:
         kind = "fixed-T"
+    elif family is not None:
+        kind = "equal-epsilon"
     else:
         kind = "white-box" if gp_landscape else "black-box" if any_adaptive else "run-count"
     if not _is_engine(engine):
@@ -242,12 +264,18 @@ def _simulate(
         engine=engine,
         batch=batch,
         workers=workers,
+        epsilon=epsilon,
     )
     if address is not None and executor != "ray":
         raise ValueError("--address needs --executor ray")
+    landscapes = None
+    if family is not None:  # every cell's σ calibrated and checked against the family before any search
+        from dphypo.simulation.equal_epsilon import cell_landscapes
+
+        landscapes = cell_landscapes(config)
     pool = None if executor is None else make_executor(executor, workers=workers, address=address)
     try:
-        result = run_study(config, executor=pool)
+        result = run_study(config, executor=pool, landscapes=landscapes)
     finally:
         if pool is not None:
             pool.close()
@@ -258,9 +286,11 @@ def _simulate(
         Path(f"{prefix}.md").write_text(table_markdown(result))
     payload = {
         **result.to_dict(),
-        "landscape": landscape,
+        "landscape": landscape[0] if family is None else list(landscape),
         "gp_landscape": gp_landscape,
-        "direction": _direction(landscape),
+        "direction": _direction(landscape[0]),
+        "epsilon_target": epsilon,
+        "family_sigmas": None if family is None else list(family.sigmas),
         "C": pairs[0][0] if len(pairs) == 1 else None,
         "c": pairs[0][1] if len(pairs) == 1 else None,
         "tau": tau,
@@ -274,7 +304,33 @@ def _simulate(
     elif table or table_out is not None:
         out_console().print(_grid_table(result))
     else:
-        out_console().print(_long_table(result, landscape))
+        out_console().print(_long_table(result, landscape[0] if family is None else " + ".join(landscape)))
+
+
+def _check_landscapes(
+    landscape: list[str], gp_landscape: str | None, epsilon: float | None, fixed_T: str | None
+) -> LandscapeFamily | None:
+    """Check the landscape options before any simulation; the family of an equal-ε study, else ``None``."""
+    from dphypo.simulation.family import load_family
+    from dphypo.simulation.synthetic import resolve_landscape
+
+    if epsilon is None:
+        if len(landscape) != 1:
+            raise ValueError(f"{len(landscape)} --landscape files form a landscape family, which is for an equal-ε "
+                             "comparison: add --epsilon E, or give one --landscape")
+        for spec in (landscape[0], gp_landscape):
+            if spec is not None:
+                resolve_landscape(spec)  # a missing or unreadable file fails now, not after the simulations
+        return None
+    if gp_landscape is not None:
+        raise ValueError("--epsilon calibrates every arm's σ on the family of the --landscape files: drop "
+                         "--gp-landscape")
+    if fixed_T is not None:
+        raise ValueError("--epsilon needs T drawn per search (--runs): fixed T (--fixed-T) has no privacy claim")
+    if len(landscape) < 2:
+        raise ValueError(f"--epsilon needs a landscape family: repeat --landscape for at least 2 members of one grid "
+                         f"and plan at different σ, got {len(landscape)}")
+    return load_family(landscape)  # one line naming the files if they are not one family
 
 
 def _direction(spec: str) -> str:
@@ -284,15 +340,19 @@ def _direction(spec: str) -> str:
 
 
 def _grid_table(result: StudyResult) -> Table:
-    from dphypo.simulation.tables import format_difference, format_epsilon, format_mean_ci
+    from dphypo.simulation.tables import format_difference, format_epsilon, format_mean_ci, format_sigma
 
     config = result.config
+    target = "" if config.epsilon is None else f", each arm's σ for total ε = {config.epsilon:g}"
     table = Table(
-        title=f"{config.name}: mean true value of the released λ [95% CI], total ε (δ = {config.delta:g})"
+        title=f"{config.name}: mean true value of the released λ [95% CI], total ε (δ = {config.delta:g}{target})"
     )
     table.add_column("setting")
     table.add_column("runs")
+    equal = config.epsilon is not None
     for arm in config.arms:
+        if equal:
+            table.add_column(f"{arm.label} σ")
         table.add_column(f"{arm.label}")
         table.add_column(f"{arm.label} ε")
         if arm.adaptive:
@@ -306,6 +366,7 @@ def _grid_table(result: StudyResult) -> Table:
                 if cell.result is None or cell.result.repeats == config.repeats
                 else f" (n={cell.result.repeats})"
             )
+            row += [format_sigma(cell)] if equal else []
             row += [format_mean_ci(cell) + n, format_epsilon(cell)]
             row += [format_difference(cell)] if arm.adaptive else []
         table.add_row(*row)
@@ -313,34 +374,32 @@ def _grid_table(result: StudyResult) -> Table:
 
 
 def _long_table(result: StudyResult, landscape: str) -> Table:
-    from dphypo.simulation.tables import format_epsilon
+    from dphypo.simulation.tables import format_difference, format_epsilon, format_sigma
 
+    config = result.config
+    equal = config.epsilon is not None
     best = ", ".join(f"{v:.4f}" for v in result.best_values.values())
-    table = Table(title=f"Simulated searches on {landscape} (best value {best})")
-    for col in (
-        "setting",
-        "strategy",
-        "landscape",
-        "T",
-        "C, c",
-        "mean true value",
-        "95% CI",
-        "repeats",
-        "total ε",
-    ):
+    if equal:
+        title = (f"Equal-ε searches (total ε = {config.epsilon:g}, δ = {config.delta:g}: every arm at its own σ) on "
+                 f"the family {landscape} (best value {best})")
+    else:
+        title = f"Simulated searches on {landscape} (best value {best})"
+    table = Table(title=title)
+    columns = ["setting", "strategy", "landscape", "T", "C, c"]
+    columns += ["σ"] if equal else []
+    columns += ["mean true value", "95% CI", "repeats", "total ε"]
+    columns += ["− uniform (paired) [95% CI]"] if equal else []
+    for col in columns:
         table.add_column(col)
     for cell in result.cells:
         r = cell.result
         ci = "-" if r is None else f"[{r.ci95[0]:.4f}, {r.ci95[1]:.4f}]"
-        table.add_row(
-            cell.setting.label,
-            cell.arm.strategy.name,
-            Path(cell.arm.landscape).name,
-            cell.setting.describe_runs(),
-            f"{cell.C:g}, {cell.c:.4g}",
-            "not run" if r is None else f"{r.mean:.4f}",
-            ci,
-            str(0 if r is None else r.repeats),
-            format_epsilon(cell),
-        )
+        name = "family" if cell.arm.is_family else Path(cell.arm.landscape_name).name
+        row = [cell.setting.label, cell.arm.strategy.name, name, cell.setting.describe_runs(),
+               f"{cell.C:g}, {cell.c:.4g}"]
+        row += [format_sigma(cell)] if equal else []
+        row += ["not run" if r is None else f"{r.mean:.4f}", ci, str(0 if r is None else r.repeats),
+                format_epsilon(cell)]
+        row += [format_difference(cell) if cell.arm.adaptive else "-"] if equal else []
+        table.add_row(*row)
     return table

@@ -7,34 +7,46 @@ the DP-SGD plan a landscape family was built with (:attr:`dphypo.simulation.fami
 so the arm's landscape is ``family.at(arm_sigma(...))``.
 
 The per-run mechanism is the landscape's DP-SGD plan *including* the Gaussian release of the run's score
-(:func:`dphypo.simulation.studies.landscape_plan`); σ is calibrated by :func:`dphypo.privacy.calibrate_sigma`, i.e.
-the accountant's minimum over its valid bounds:
+(:func:`dphypo.simulation.studies.plan_from_metadata`); σ is calibrated by :func:`dphypo.privacy.calibrate_sigma`,
+i.e. the accountant's minimum over its valid bounds:
 
 * uniform search: RDP (Papernot & Steinke 2022, Theorem 2) and the privacy-profile bounds of Koskela, Redberg &
   Wang 2024 (the plan's :meth:`~dphypo.train.DPSGDPlan.profile`), whichever is smaller;
 * adaptive search (C > c): RDP only (the accountant's default adaptive theorem unless one is named); profile
   bounds are not proven for C > c, so no profile is passed.
 
-Because of the profile bounds, a uniform arm's σ can be *smaller* than the RDP-only σ that
-:func:`dphypo.simulation.studies.arm_epsilon` (RDP only) would call equal-ε.
+:func:`dphypo.simulation.studies.arm_epsilon` accounts a cell with the same bounds (the same profile,
+:func:`dphypo.simulation.studies.plan_profile`), so an arm at its calibrated σ reads ε ≤ the target, within the
+calibration's tolerance. Because of the profile bounds, a uniform arm's σ is smaller than an RDP-only calibration
+would give (digits, ε = 8, E[T] = 20: 1.1143 instead of the shipped 1.2226).
+
+:func:`run_equal_epsilon_study` runs a study (:class:`dphypo.simulation.studies.StudyConfig` with ``epsilon``)
+whose every cell is on ``family.at(arm_sigma(...))`` for its own run count and C, c (:func:`cell_landscapes`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
-from dphypo.privacy import CalibrationResult, RunCountDistribution, SearchSpec, calibrate_sigma
-from dphypo.simulation.landscapes import Landscape
-from dphypo.simulation.studies import landscape_plan
+from dphypo.privacy import CalibrationError, CalibrationResult, RunCountDistribution, SearchSpec, calibrate_sigma
+from dphypo.search.execution import Executor
+from dphypo.simulation.family import LandscapeFamily, load_family
+from dphypo.simulation.studies import (
+    Cell,
+    CellLandscape,
+    StudyConfig,
+    StudyResult,
+    plan_from_metadata,
+    plan_profile,
+    run_study,
+)
 from dphypo.train.plan import DPSGDPlan
 
-__all__ = ["arm_calibration", "arm_sigma", "metadata_plan"]
+__all__ = ["arm_calibration", "arm_sigma", "cell_landscapes", "metadata_plan", "run_equal_epsilon_study"]
 
 # σ of the placeholder plan the cache is keyed on (the calibration replaces it).
 _PLACEHOLDER_SIGMA = 1.0
@@ -43,7 +55,7 @@ _PLACEHOLDER_SIGMA = 1.0
 def metadata_plan(plan_metadata: Mapping[str, Any]) -> DPSGDPlan:
     """The per-run DP-SGD plan (score release included) that landscape metadata describes, at σ = 1.
 
-    Delegates to :func:`dphypo.simulation.studies.landscape_plan` (split sizes from
+    Delegates to :func:`dphypo.simulation.studies.plan_from_metadata` (split sizes from
     :func:`dphypo.train.load_dataset` with the metadata's ``data_seed``); a ``sigma`` in the metadata is ignored.
 
     Args:
@@ -62,11 +74,7 @@ def metadata_plan(plan_metadata: Mapping[str, Any]) -> DPSGDPlan:
     missing = [k for k in ("dataset", "batch_size", "epochs", "score_noise") if k not in plan_metadata]
     if missing:
         raise ValueError(f"plan_metadata lacks the DP-SGD plan keys {missing}, got keys {sorted(plan_metadata)}")
-    # landscape_plan reads only a landscape's metadata and studies.py has no metadata-level entry point, so a
-    # 2-point stand-in landscape carries the metadata (one plan reconstruction, not a second copy of it).
-    carrier = Landscape(np.zeros(2), np.zeros(2), ("x",), (np.array([0.0, 1.0]),), ("linear",),
-                        metadata={**plan_metadata, "sigma": _PLACEHOLDER_SIGMA})
-    plan = landscape_plan(carrier)
+    plan = plan_from_metadata({**plan_metadata, "sigma": _PLACEHOLDER_SIGMA})
     if plan is None:
         raise ValueError(f"plan_metadata has no private score release (score_noise must be > 0, got "
                          f"{plan_metadata['score_noise']!r})")
@@ -156,9 +164,85 @@ def _calibrate(
         return dataclasses.replace(plan, sigma=sigma).rdp()
 
     def profile(sigma: float) -> Any:
-        return dataclasses.replace(plan, sigma=sigma).profile()
+        # the very profile studies.arm_epsilon accounts the arm with (same discretisation, shared cache)
+        return plan_profile(dataclasses.replace(plan, sigma=sigma))
 
     options: dict[str, Any] = {} if adaptive_theorem is None else {"adaptive_theorem": adaptive_theorem}
     if not search.adaptive:
         options["profile_for_sigma"] = profile
     return calibrate_sigma(epsilon, delta, search, curve, **options)
+
+
+def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]:
+    """Every cell's landscape in an equal-ε study: its arm's family at the σ its search needs for the total ε.
+
+    A uniform arm is calibrated with C = c = 1, an adaptive arm with its row's C, c (as
+    :func:`~dphypo.simulation.studies.run_study` simulates and accounts them).
+
+    Args:
+        config: An equal-ε study (``config.epsilon`` set, every arm on a family, every row a run count).
+
+    Returns:
+        By (setting label, arm label): the landscape, its σ and the calibration's σ tolerance.
+
+    Raises:
+        ValueError: Not an equal-ε study, members that are not one family, or a σ outside its family's range
+            (one line naming the arm, the row and σ; the family is never extrapolated).
+        dphypo.privacy.CalibrationError: A cell's ε is unreachable (the message names the arm and the row).
+    """
+    if config.epsilon is None:
+        raise ValueError("cell_landscapes needs an equal-ε study (StudyConfig.epsilon), got epsilon=None")
+    families: dict[tuple[str, ...], LandscapeFamily] = {}
+    for arm in config.arms:
+        assert isinstance(arm.landscape, tuple)  # StudyConfig: every arm of an equal-ε study has a family
+        if arm.landscape not in families:
+            families[arm.landscape] = load_family(arm.landscape)
+    out: dict[tuple[str, str], CellLandscape] = {}
+    for setting in config.settings:
+        assert setting.run_count is not None  # StudyConfig: no fixed-T rows in an equal-ε study
+        for arm in config.arms:
+            assert isinstance(arm.landscape, tuple)
+            family = families[arm.landscape]
+            C, c = (setting.C, setting.c) if arm.adaptive else (1.0, 1.0)
+            where = f"arm {arm.label!r} in setting {setting.label!r} ({setting.describe_runs()}, C={C:g}, c={c:g})"
+            try:
+                calibration = arm_calibration(config.epsilon, config.delta, setting.run_count, C, c,
+                                              family.plan_metadata)
+            except CalibrationError as err:
+                raise CalibrationError(f"{where}: {err}") from None
+            try:
+                land = family.at(calibration.sigma)
+            except ValueError:
+                low, high = family.sigma_range
+                raise ValueError(
+                    f"{where} needs sigma={calibration.sigma:.6g} for total epsilon={config.epsilon:g}, outside the "
+                    f"family's range [{low:g}, {high:g}]; build a member there (dphypo landscape build --sigma)"
+                ) from None
+            out[(setting.label, arm.label)] = CellLandscape(
+                land, f"{arm.landscape_name}@sigma={calibration.sigma!r}", calibration.sigma,
+                calibration.sigma_tolerance)
+    return out
+
+
+def run_equal_epsilon_study(
+    config: StudyConfig,
+    *,
+    progress: Callable[[Cell], None] | None = None,
+    executor: Executor | str | None = None,
+) -> StudyResult:
+    """:func:`~dphypo.simulation.studies.run_study` on :func:`cell_landscapes`: every cell at total ε.
+
+    Every cell's σ is calibrated, and checked against its family's range, before the first simulated search.
+    Each cell reports its σ, the ε accounted at that σ (≤ ``config.epsilon``, within the calibration's
+    tolerance) and, for adaptive arms, the paired difference to the uniform arm (repeat r of every arm uses the
+    same random streams).
+
+    Args:
+        config: An equal-ε study.
+        progress: Called with every finished cell.
+        executor: Where the searches run (as :func:`~dphypo.simulation.studies.run_study`).
+
+    Returns:
+        The result.
+    """
+    return run_study(config, progress=progress, executor=executor, landscapes=cell_landscapes(config))

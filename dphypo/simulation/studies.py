@@ -15,21 +15,31 @@ The paper's experiments map onto it as follows:
 The total ε of an arm is what :func:`dphypo.privacy.account` reports for the search that arm simulates:
 ``SearchSpec(run_count, C, c)`` with the per-run RDP curve of the DP-SGD plan the landscape was built with
 (:func:`landscape_plan`: σ, batch size, epochs and the score release from the landscape's metadata, split
-sizes from :func:`dphypo.train.load_dataset`). Only the RDP bound is used, because the shipped landscapes were
-calibrated with it (a white-box pair has equal RDP ε); the profile bound of a uniform search
-(:meth:`dphypo.train.DPSGDPlan.profile`, which ``dphypo tune`` also uses) would make uniform arms cheaper
-still. Uniform arms are always simulated and accounted with
-C = c = 1 (a uniform search is the non-adaptive special case; its density is the prior whatever C, c are).
+sizes from :func:`dphypo.train.load_dataset`). A uniform arm (C = c = 1) is also accounted with the
+privacy-profile bounds of Koskela, Redberg & Wang 2024 (the plan's :meth:`dphypo.train.DPSGDPlan.profile`, as
+``dphypo tune`` and :func:`dphypo.simulation.equal_epsilon.arm_sigma` do), the accountant reporting the smallest
+valid bound; no profile bound is proven for C > c, so adaptive arms are RDP only. Uniform arms are always
+simulated and accounted with C = c = 1 (a uniform search is the non-adaptive special case; its density is the
+prior whatever C, c are).
+
+An equal-ε study (:attr:`StudyConfig.epsilon` set; every arm's landscape a landscape family, given as the tuple of
+its member files, :func:`dphypo.simulation.family.load_family`) runs every cell on ``family.at(σ)`` with σ the
+noise multiplier at which that cell's search (its run count, its C, c) costs exactly the total ε: the white-box
+setting of DP-HyPO §4.2 without hand-built landscape pairs. The calibration lives one layer up, in
+:mod:`dphypo.simulation.equal_epsilon` (:func:`~dphypo.simulation.equal_epsilon.run_equal_epsilon_study`), which
+calibrates every cell's σ, and checks it lies in the family's range, before the first simulated search; this module
+only runs the cells on the landscapes it is given.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dphypo.privacy import RunCountDistribution, SearchSpec, TruncatedNegativeBinomial, account
 from dphypo.search.execution import Executor, executor_scope
@@ -39,10 +49,13 @@ from dphypo.simulation.synthetic import resolve_landscape
 from dphypo.strategies import Strategy, Uniform
 from dphypo.train.plan import DPSGDPlan
 
+if TYPE_CHECKING:
+    from dphypo.privacy.profiles import PldProfile, ProfileSkipped
+
 __all__ = [
-    "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "Setting", "StudyConfig",
-    "StudyResult", "arm_epsilon", "finite_or_none", "fixed_T_settings", "landscape_plan", "parse_T_values",
-    "run_count_settings", "run_study",
+    "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "CellLandscape", "Setting",
+    "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "finite_or_none", "fixed_T_settings",
+    "landscape_plan", "parse_T_values", "plan_from_metadata", "plan_profile", "run_count_settings", "run_study",
 ]
 
 #: What a fixed-T cell shows instead of ε: fixed T is a research mode with no privacy theorem.
@@ -114,17 +127,42 @@ class ArmSpec:
     Args:
         label: Column label (e.g. ``"uniform"``, ``"gp"``).
         strategy: The sampling strategy.
-        landscape: A landscape ``.npz`` path or ``synthetic:<name>``.
+        landscape: A landscape ``.npz`` path or ``synthetic:<name>``; in an equal-ε study
+            (:attr:`StudyConfig.epsilon`), the member ``.npz`` paths of a landscape family (a tuple, at least 2).
     """
 
     label: str
     strategy: Strategy
-    landscape: str
+    landscape: str | tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.landscape, list):  # a list of member paths reads as the family it names
+            object.__setattr__(self, "landscape", tuple(self.landscape))
+        if isinstance(self.landscape, tuple) and not (
+            len(self.landscape) >= 2 and all(isinstance(p, str) for p in self.landscape)
+        ):
+            raise ValueError(f"arm {self.label!r}: a landscape family needs at least 2 member paths, got "
+                             f"{self.landscape!r}")
+        if not isinstance(self.landscape, str | tuple):
+            raise ValueError(f"arm {self.label!r}: landscape must be a path, synthetic:<name> or a tuple of "
+                             f"family member paths, got {self.landscape!r}")
 
     @property
     def adaptive(self) -> bool:
         """Whether the arm adapts its density (anything but uniform search)."""
         return not isinstance(self.strategy, Uniform)
+
+    @property
+    def is_family(self) -> bool:
+        """Whether the arm's landscape is a family (equal-ε study) rather than one landscape."""
+        return isinstance(self.landscape, tuple)
+
+    @property
+    def landscape_name(self) -> str:
+        """The landscape for display: the spec, or the family's member file names joined by ``+``."""
+        if isinstance(self.landscape, str):
+            return self.landscape
+        return "+".join(Path(p).name for p in self.landscape)
 
 
 @dataclass(frozen=True)
@@ -141,6 +179,9 @@ class StudyConfig:
         engine: ``"batched"`` or ``"sequential"`` (:func:`dphypo.simulation.simulate.simulate`).
         batch: Batched engine: GP searches fitted together.
         workers: Processes for :func:`~dphypo.simulation.simulate.simulate` (``None``: all cores).
+        epsilon: Equal-ε study: the total ε every cell's search costs (each cell runs on its arm's family at the
+            σ calibrated for it, module docstring); every arm's landscape must then be a family and every setting
+            a run count. ``None``: every cell runs on its arm's landscape as it is.
     """
 
     name: str
@@ -152,6 +193,7 @@ class StudyConfig:
     engine: Engine = "batched"
     batch: int = 256
     workers: int | None = None
+    epsilon: float | None = None
 
     def __post_init__(self) -> None:
         if not self.settings or not self.arms:
@@ -166,13 +208,30 @@ class StudyConfig:
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.epsilon is None:
+            families = [a.label for a in self.arms if a.is_family]
+            if families:
+                raise ValueError(f"arms {families} run on a landscape family, which needs an equal-ε study: set "
+                                 "epsilon (the total ε every cell's search costs)")
+            return
+        eps = self.epsilon
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not (math.isfinite(eps) and eps > 0):
+            raise ValueError(f"epsilon must be a finite number > 0, got {eps!r}")
+        single = [a.label for a in self.arms if not a.is_family]
+        if single:
+            raise ValueError(f"an equal-ε study runs every arm on a landscape family (at least 2 member files), "
+                             f"but arms {single} have a single landscape")
+        fixed = [s.label for s in self.settings if s.run_count is None]
+        if fixed:
+            raise ValueError(f"an equal-ε study needs T drawn from a run count (fixed T has no privacy claim), got "
+                             f"fixed-T settings {fixed}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready configuration."""
         return {
             "name": self.name, "repeats": self.repeats, "seed": self.seed, "delta": self.delta,
-            "engine": self.engine, "batch": self.batch, "workers": self.workers,
-            "arms": [{"label": a.label, "strategy": a.strategy.name, "landscape": a.landscape,
+            "engine": self.engine, "batch": self.batch, "workers": self.workers, "epsilon": self.epsilon,
+            "arms": [{"label": a.label, "strategy": a.strategy.name, "landscape": _landscape_json(a.landscape),
                       "config": _strategy_config(a.strategy)} for a in self.arms],
             "settings": [{"label": s.label, "T": s.T, "runs": None if s.T is not None else s.describe_runs(),
                           "C": s.C, "c": s.c, "adaptive_repeats": s.adaptive_repeats}
@@ -196,6 +255,12 @@ class Cell:
         difference: For an adaptive arm, the paired difference to the study's first uniform arm in the same
             row over their common repeats (same random streams, so the same T per repeat):
             ``(mean, (low, high))`` with a 95 % Student-t interval; ``None`` otherwise.
+        sigma: Noise multiplier σ of the landscape the cell ran on (its metadata's; in an equal-ε study the
+            calibrated σ), or ``None`` when the landscape states none (synthetic).
+        sigma_tolerance: Equal-ε study: the calibration's tolerance on σ (σ is on the conservative side of the
+            exact root by at most this much); ``None`` otherwise.
+        epsilon_target: Equal-ε study: the total ε the cell was calibrated for (``epsilon`` ≤ it); ``None``
+            otherwise.
     """
 
     setting: Setting
@@ -207,13 +272,18 @@ class Cell:
     epsilon_note: str
     seconds: float
     difference: tuple[float, tuple[float, float]] | None = None
+    sigma: float | None = None
+    sigma_tolerance: float | None = None
+    epsilon_target: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (also readable by ``dphypo plot accuracy --from``)."""
         r = self.result
         return {
             "setting": self.setting.label, "arm": self.arm.label, "strategy": self.arm.strategy.name,
-            "landscape": self.arm.landscape, "C": self.C, "c": self.c, "T": self.setting.T,
+            "landscape": _landscape_json(self.arm.landscape), "sigma": self.sigma,
+            "sigma_tolerance": self.sigma_tolerance, "epsilon_target": self.epsilon_target,
+            "C": self.C, "c": self.c, "T": self.setting.T,
             "run_count": None if self.setting.run_count is None else repr(self.setting.run_count),
             "runs": self.setting.describe_runs(),
             "mean": None if r is None else r.mean,
@@ -232,7 +302,8 @@ class StudyResult:
     Attributes:
         config: The study configuration.
         cells: One :class:`Cell` per (setting, arm), settings outer.
-        best_values: The best mean of every landscape used, by landscape spec.
+        best_values: The best mean of every landscape used, by landscape spec (equal-ε study: by
+            ``"<members>@sigma=<σ>"``).
         seconds: Total wall time.
     """
 
@@ -253,9 +324,14 @@ class StudyResult:
         best = set(self.best_values.values())
         return {
             "study": self.config.to_dict(), "delta": self.config.delta, "seed": self.config.seed,
+            "epsilon_target": self.config.epsilon,
             "best_values": self.best_values, "best_value": best.pop() if len(best) == 1 else None,
             "seconds": self.seconds, "results": [c.to_dict() for c in self.cells],
         }
+
+
+def _landscape_json(spec: str | tuple[str, ...]) -> str | list[str]:
+    return spec if isinstance(spec, str) else list(spec)
 
 
 def _strategy_config(strategy: Strategy) -> dict[str, Any]:
@@ -333,14 +409,32 @@ def _split_sizes(dataset: str, data_seed: int) -> tuple[int, int]:
     return len(splits.y_train), len(splits.y_val)
 
 
-def landscape_plan(landscape: Landscape) -> DPSGDPlan | None:
-    """The per-run DP-SGD plan a landscape was built with, or ``None`` if its metadata does not say.
+def plan_from_metadata(metadata: Mapping[str, Any]) -> DPSGDPlan | None:
+    """The per-run DP-SGD plan that landscape metadata describes, or ``None`` if the metadata does not say.
 
     Reconstructs what :func:`dphypo.simulation.builder.build_landscape` trained: σ, batch size and epochs from the
     metadata, n_train / n_val from :func:`~dphypo.train.load_dataset` with the metadata's ``data_seed``, and
     the score release the landscape's ``std`` includes (``score_noise`` in accuracy units × n_val examples, a
-    Gaussian on the count of correct validation predictions). A landscape without a score release
-    (score_noise 0) has no plan: its scores would not be private (privacy rule 4).
+    Gaussian on the count of correct validation predictions). Metadata without a score release (score_noise 0)
+    has no plan: its scores would not be private (privacy rule 4).
+
+    Args:
+        metadata: Landscape (or family) metadata with ``dataset``, ``sigma``, ``batch_size``, ``epochs`` and
+            ``score_noise`` (optionally ``data_seed``).
+
+    Returns:
+        The plan, or ``None`` (synthetic landscapes, missing keys, no score noise).
+    """
+    if any(key not in metadata for key in _PLAN_KEYS) or not float(metadata["score_noise"]) > 0.0:
+        return None
+    n_train, n_val = _split_sizes(str(metadata["dataset"]), int(metadata.get("data_seed", 0)))
+    return DPSGDPlan(sigma=float(metadata["sigma"]), batch_size=int(metadata["batch_size"]),
+                     epochs=int(metadata["epochs"]), n_train=n_train, n_val=n_val,
+                     score_noise=float(metadata["score_noise"]) * n_val)
+
+
+def landscape_plan(landscape: Landscape) -> DPSGDPlan | None:
+    """The per-run DP-SGD plan a landscape was built with: :func:`plan_from_metadata` of its metadata.
 
     Args:
         landscape: The landscape.
@@ -348,19 +442,44 @@ def landscape_plan(landscape: Landscape) -> DPSGDPlan | None:
     Returns:
         The plan, or ``None`` (synthetic landscapes, missing keys, no score noise).
     """
-    meta = landscape.metadata
-    if any(key not in meta for key in _PLAN_KEYS) or not float(meta["score_noise"]) > 0.0:
-        return None
-    n_train, n_val = _split_sizes(str(meta["dataset"]), int(meta.get("data_seed", 0)))
-    return DPSGDPlan(sigma=float(meta["sigma"]), batch_size=int(meta["batch_size"]),
-                     epochs=int(meta["epochs"]), n_train=n_train, n_val=n_val,
-                     score_noise=float(meta["score_noise"]) * n_val)
+    return plan_from_metadata(landscape.metadata)
+
+
+@lru_cache(maxsize=32)
+def plan_profile(plan: DPSGDPlan) -> PldProfile | ProfileSkipped:
+    """Privacy profile of one run of ``plan`` (score release included), as ``dphypo tune`` builds it.
+
+    :func:`dphypo.api.search.profile_or_skipped`: the plan's PLD at the tuner's discretisation, or a
+    ``ProfileSkipped`` (RDP bounds only, stated in the report) when it would exceed its size cap. Cached: one
+    profile takes about half a second and a study or calibration asks for the same plan many times.
+
+    Args:
+        plan: The per-run plan.
+
+    Returns:
+        The profile, or the reason it was skipped.
+    """
+    from dphypo.api.search import profile_or_skipped
+
+    return profile_or_skipped(plan)
+
+
+@lru_cache(maxsize=256)
+def _search_epsilon(plan: DPSGDPlan, search: SearchSpec, delta: float) -> float:
+    # Profile bounds are proven for uniform searches only (Koskela, Redberg & Wang 2024); the accountant ignores
+    # a profile for C > c, so not building one there saves the PLD.
+    profile = None if search.adaptive else plan_profile(plan)
+    return float(account(plan.rdp(), search, delta, profile=profile).epsilon)
 
 
 def arm_epsilon(
     landscape: Landscape, setting: Setting, C: float, c: float, delta: float
 ) -> tuple[float | None, str]:
-    """Total ε of the search one cell simulates, by :func:`dphypo.privacy.account` (RDP bound).
+    """Total ε of the search one cell simulates, by :func:`dphypo.privacy.account`.
+
+    The smallest valid bound: RDP, and for a uniform arm (C = c = 1) also the privacy-profile bounds of
+    :func:`plan_profile` (module docstring), so that a uniform arm calibrated by
+    :func:`dphypo.simulation.equal_epsilon.arm_sigma` reads the ε it was calibrated for.
 
     Args:
         landscape: The arm's landscape (its metadata gives the per-run plan, :func:`landscape_plan`).
@@ -377,12 +496,63 @@ def arm_epsilon(
     plan = landscape_plan(landscape)
     if plan is None:
         return None, "landscape metadata has no DP-SGD plan with a score release (e.g. synthetic)"
-    return float(account(plan.rdp(), SearchSpec(setting.run_count, C, c), delta).epsilon), ""
+    return _search_epsilon(plan, SearchSpec(setting.run_count, C, c), delta), ""
 
 
 # ------------------------------------------------------------------------------------------------ running
-def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = None,
-              executor: Executor | str | None = None) -> StudyResult:
+@dataclass(frozen=True)
+class CellLandscape:
+    """The landscape one cell runs on, with what the cell reports about it.
+
+    Attributes:
+        landscape: The landscape.
+        key: Its name in :attr:`StudyResult.best_values`.
+        sigma: Its noise multiplier σ (the metadata's; equal-ε: the calibrated σ), or ``None`` (synthetic).
+        sigma_tolerance: Equal-ε: the calibration's tolerance on σ; ``None`` otherwise.
+    """
+
+    landscape: Landscape
+    key: str
+    sigma: float | None
+    sigma_tolerance: float | None = None
+
+
+def _metadata_sigma(landscape: Landscape) -> float | None:
+    sigma = landscape.metadata.get("sigma")
+    return float(sigma) if isinstance(sigma, int | float) and not isinstance(sigma, bool) else None
+
+
+def arm_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]:
+    """Every cell's landscape, by (setting label, arm label): each arm's landscape spec, resolved once.
+
+    Args:
+        config: A study that is not equal-ε (:attr:`StudyConfig.epsilon` is ``None``).
+
+    Returns:
+        The landscapes.
+    """
+    if config.epsilon is not None:
+        raise ValueError("an equal-ε study runs each cell at its calibrated σ: take its landscapes from "
+                         "dphypo.simulation.equal_epsilon.cell_landscapes(config)")
+    out: dict[tuple[str, str], CellLandscape] = {}
+    single: dict[str, CellLandscape] = {}
+    for arm in config.arms:
+        assert isinstance(arm.landscape, str)  # StudyConfig refuses families outside equal-ε studies
+        if arm.landscape not in single:
+            land = resolve_landscape(arm.landscape)
+            single[arm.landscape] = CellLandscape(land, arm.landscape, _metadata_sigma(land))
+        for setting in config.settings:
+            out[(setting.label, arm.label)] = single[arm.landscape]
+    return out
+
+
+def run_study(
+    config: StudyConfig,
+    *,
+    progress: Callable[[Cell], None] | None = None,
+    executor: Executor | str | None = None,
+    landscapes: Mapping[tuple[str, str], CellLandscape] | None = None,
+) -> StudyResult:
     """Simulate every cell of a study and account its ε.
 
     Uniform arms do not depend on (C, c); a uniform cell whose landscape and T setting an earlier row already
@@ -394,26 +564,36 @@ def run_study(config: StudyConfig, *, progress: Callable[[Cell], None] | None = 
         executor: Where the searches run (:func:`dphypo.search.execution.make_executor` name or object; e.g.
             ``"ray"`` spreads them over a Ray cluster). Default: one local process pool of ``config.workers`` for
             the whole study. Results do not depend on it.
+        landscapes: Every cell's landscape by (setting label, arm label); default :func:`arm_landscapes`. An
+            equal-ε study needs :func:`dphypo.simulation.equal_epsilon.cell_landscapes` (or run it with
+            :func:`dphypo.simulation.equal_epsilon.run_equal_epsilon_study`), which calibrates every cell first.
 
     Returns:
         The result.
     """
+    cells = arm_landscapes(config) if landscapes is None else dict(landscapes)
+    missing = [(s.label, a.label) for s in config.settings for a in config.arms if (s.label, a.label) not in cells]
+    if missing:
+        raise ValueError(f"landscapes lacks the cells {missing}")
     with executor_scope(executor, workers=config.workers) as pool:
-        return _run_study(config, progress, pool)
+        return _run_study(config, progress, pool, cells)
 
 
-def _run_study(config: StudyConfig, progress: Callable[[Cell], None] | None, executor: Executor) -> StudyResult:
+def _run_study(
+    config: StudyConfig, progress: Callable[[Cell], None] | None, executor: Executor,
+    landscapes: dict[tuple[str, str], CellLandscape],
+) -> StudyResult:
     start = time.perf_counter()
-    landscapes = {a.landscape: resolve_landscape(a.landscape) for a in config.arms}
-    done: dict[tuple[str, int | None, str, float, float, int], ArmResult] = {}
+    done: dict[tuple[str, str, int | None, str, float, float, int], ArmResult] = {}
     cells: list[Cell] = []
     for setting in config.settings:
         for arm in config.arms:
             C, c = (setting.C, setting.c) if arm.adaptive else (1.0, 1.0)
             override = setting.adaptive_repeats if arm.adaptive else None
             repeats = config.repeats if override is None else override
-            land = landscapes[arm.landscape]
-            key = (arm.label, setting.T, repr(setting.run_count), C, c, repeats)
+            cell_land = landscapes[(setting.label, arm.label)]
+            land = cell_land.landscape
+            key = (arm.label, cell_land.key, setting.T, repr(setting.run_count), C, c, repeats)
             tick = time.perf_counter()
             result = done.get(key)
             if result is None and repeats > 0:
@@ -424,14 +604,19 @@ def _run_study(config: StudyConfig, progress: Callable[[Cell], None] | None, exe
                 done[key] = result
             seconds = time.perf_counter() - tick
             epsilon, note = arm_epsilon(land, setting, C, c, config.delta)
+            if config.epsilon is not None and (epsilon is None or epsilon > config.epsilon):
+                # arm_calibration verified ε ≤ target under this very accounting; anything else is a bug
+                raise RuntimeError(f"arm {arm.label!r} in setting {setting.label!r} was calibrated for total "
+                                   f"epsilon={config.epsilon:g} but is accounted at {epsilon!r}")
             if repeats == 0:
                 note = "not simulated (0 repeats)" + (f"; {note}" if note else "")
             paired = _paired(result, cells, setting, arm)
-            cell = Cell(setting, arm, C, c, result, epsilon, note, seconds, paired)
+            cell = Cell(setting, arm, C, c, result, epsilon, note, seconds, paired, sigma=cell_land.sigma,
+                        sigma_tolerance=cell_land.sigma_tolerance, epsilon_target=config.epsilon)
             cells.append(cell)
             if progress is not None:
                 progress(cell)
-    best = {spec: land.best_value for spec, land in landscapes.items()}
+    best = {x.key: x.landscape.best_value for x in landscapes.values()}
     return StudyResult(config, tuple(cells), best, time.perf_counter() - start)
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "format_difference",
     "format_epsilon",
     "format_mean_ci",
+    "format_sigma",
     "table_csv",
     "table_markdown",
     "table_rows",
@@ -20,8 +21,9 @@ def table_rows(result: StudyResult) -> list[dict[str, Any]]:
     """The Table-1/Table-2 style grid: one dict per setting with per-arm mean, 95 % CI, repeats and ε.
 
     Keys: ``setting``, ``runs``, then for every arm label ``a``: ``a_mean``, ``a_ci_low``, ``a_ci_high``,
-    ``a_repeats``, ``a_epsilon``, ``a_C``, ``a_c`` and, for adaptive arms, the paired difference to the
-    uniform arm ``a_minus_uniform`` with ``..._ci_low``, ``..._ci_high`` (``None`` where not available).
+    ``a_repeats``, ``a_epsilon``, ``a_C``, ``a_c`` (an equal-ε study also ``a_sigma``, the arm's calibrated σ)
+    and, for adaptive arms, the paired difference to the uniform arm ``a_minus_uniform`` with ``..._ci_low``,
+    ``..._ci_high`` (``None`` where not available).
     """
     rows = []
     for setting in result.config.settings:
@@ -33,6 +35,8 @@ def table_rows(result: StudyResult) -> list[dict[str, Any]]:
             row.update({f"{a}_mean": None if r is None else r.mean, f"{a}_ci_low": finite_or_none(ci[0]),
                         f"{a}_ci_high": finite_or_none(ci[1]), f"{a}_repeats": 0 if r is None else r.repeats,
                         f"{a}_epsilon": cell.epsilon, f"{a}_C": cell.C, f"{a}_c": cell.c})
+            if result.config.epsilon is not None:
+                row[f"{a}_sigma"] = cell.sigma
             if arm.adaptive:
                 d = cell.difference or (None, (math.nan, math.nan))
                 row.update({f"{a}_minus_uniform": d[0], f"{a}_minus_uniform_ci_low": finite_or_none(d[1][0]),
@@ -73,12 +77,19 @@ def format_epsilon(cell: Cell) -> str:
     return "-" if cell.epsilon is None else f"{cell.epsilon:.3f}"
 
 
+def format_sigma(cell: Cell) -> str:
+    """The σ of the cell's landscape with 4 decimals, or ``"-"`` when it states none (synthetic)."""
+    return "-" if cell.sigma is None else f"{cell.sigma:.4f}"
+
+
 def table_markdown(result: StudyResult) -> str:
     """The grid as a Markdown table with a header line naming the arms, repeats and notes."""
     config = result.config
     arms = config.arms
     header = ["setting", "runs"]
+    equal = config.epsilon is not None
     for a in arms:
+        header += [f"{a.label} σ"] if equal else []
         header += [f"{a.label} mean [95% CI]", f"{a.label} ε"]
         header += [f"{a.label} − uniform (paired)"] if a.adaptive else []
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -86,14 +97,20 @@ def table_markdown(result: StudyResult) -> str:
         cells = [result.cell(setting.label, a.label) for a in arms]
         values = [setting.label, setting.describe_runs()]
         for cell in cells:
+            values += [format_sigma(cell)] if equal else []
             values += [_with_repeats(cell, config.repeats), format_epsilon(cell)]
             values += [format_difference(cell)] if cell.arm.adaptive else []
         lines.append("| " + " | ".join(values) + " |")
-    notes = [f"- `{a.label}`: {a.strategy.name} on `{a.landscape}`"
+    notes = [f"- `{a.label}`: {a.strategy.name} on `{a.landscape_name}`"
              + (" (C, c of the row)" if a.adaptive else " (C = c = 1)") for a in arms]
     notes.append(f"- {config.repeats} repeats per cell unless marked (n = …); seed {config.seed}; "
-                 f"δ = {config.delta:g}; ε by dphypo.privacy.account (RDP, per-run plan from the landscape "
-                 "metadata); paired differences over the common repeats (same random streams)")
+                 f"δ = {config.delta:g}; ε by dphypo.privacy.account (per-run plan from the landscape "
+                 "metadata; RDP, and for uniform arms also the privacy-profile bounds); paired differences over "
+                 "the common repeats (same random streams)")
+    if equal:
+        notes.append(f"- equal ε: every cell runs on its family's landscape at the σ at which its search costs "
+                     f"total ε = {config.epsilon:g} (dphypo.simulation.equal_epsilon.arm_sigma; isotonic in σ, "
+                     "interpolated in log σ between members)")
     if any(s.T is not None for s in config.settings):
         notes.append(f"- ε '-': {FIXED_T_NOTE}")
     return "\n".join([*lines, "", *notes]) + "\n"

@@ -8,12 +8,15 @@ import pytest
 
 from dphypo.cli import run
 from dphypo.privacy import geometric
+from dphypo.simulation.family import load_family
 from dphypo.simulation.landscapes import load_landscape
 from dphypo.simulation.studies import FIXED_T_NOTE, TABLE1_GAMMAS, TABLE2_UPPER_BOUNDS, Setting, arm_epsilon
 
 LANDSCAPES = Path(__file__).resolve().parents[2] / "landscapes"
 DIGITS_UNIFORM = str(LANDSCAPES / "digits_mlp_sigma1.2226.npz")
 DIGITS_GP = str(LANDSCAPES / "digits_mlp_sigma1.7673.npz")
+DIGITS_LOW = str(LANDSCAPES / "digits_mlp_sigma0.7.npz")
+MNIST = str(LANDSCAPES / "mnist_subset_cnn_sigma1.3716.npz")
 
 
 def _json(capsys, argv: str) -> dict:
@@ -85,9 +88,11 @@ def test_white_box_pair_costs_at_most_the_budget(capsys) -> None:
     uniform, gp = payload["results"]
     assert uniform["landscape"] == DIGITS_UNIFORM and gp["landscape"] == DIGITS_GP
     assert (uniform["C"], uniform["c"], gp["C"], gp["c"]) == (1.0, 1.0, 2.0, 0.75)
-    # uniform: 8.0; the GP landscape was calibrated to 8.0 under the published Theorem 1, and the proven Theorem A
-    # (default) charges it 7.815: the GP arm is not cheaper to run than the budget says.
-    assert uniform["epsilon"] == pytest.approx(8.0, abs=2e-3) and gp["epsilon"] == pytest.approx(7.8151, abs=2e-3)
+    assert (uniform["sigma"], gp["sigma"]) == (1.2226, 1.7673)
+    # The pair was calibrated to ε = 8 with RDP alone (uniform) and the published Theorem 1 (GP). The uniform arm
+    # is accounted with the tighter privacy-profile bounds too (6.966), the GP arm with the proven Theorem A (7.815):
+    # neither arm is cheaper to run than the budget says (`--epsilon` with a family gives both exactly ε = 8).
+    assert uniform["epsilon"] == pytest.approx(6.9655, abs=2e-3) and gp["epsilon"] == pytest.approx(7.8151, abs=2e-3)
     assert payload["study"]["name"] == "white-box" and payload["delta"] == 1e-5
 
 
@@ -129,3 +134,105 @@ def test_searches_on_ray_give_the_same_numbers_as_a_local_run(capsys) -> None:
     assert [c["mean"] for c in on_ray["results"]] == [c["mean"] for c in local["results"]]
     assert run([*argv.split(), "--address", "127.0.0.1:1"]) == 2  # --address without --executor ray
     assert "--address needs --executor ray" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ equal ε
+EQUAL = "--epsilon 8 --strategy uniform --strategy gp --runs geometric --gamma 0.05 --workers 1"
+
+
+def test_equal_epsilon_on_the_shipped_family(capsys) -> None:
+    """ε = 8, E[T] = 20 on the digits family: every arm at its own σ, accounted at most 8."""
+    family = f"--landscape {DIGITS_GP} --landscape {DIGITS_LOW} --landscape {DIGITS_UNIFORM}"  # any order
+    payload = _json(capsys, f"simulate {family} {EQUAL} --repeats 3 --json")
+    uniform, gp = payload["results"]
+    assert payload["study"]["name"] == "equal-epsilon" and payload["epsilon_target"] == 8.0
+    assert payload["family_sigmas"] == [0.7, 1.2226, 1.7673]
+    assert uniform["landscape"] == gp["landscape"] == [DIGITS_GP, DIGITS_LOW, DIGITS_UNIFORM]
+    # uniform counts the privacy-profile bounds, the GP arm pays log(C/c) with more noise
+    assert uniform["sigma"] == pytest.approx(1.1143, abs=2e-4) and gp["sigma"] == pytest.approx(1.7128, abs=2e-4)
+    for cell in (uniform, gp):
+        assert cell["epsilon_target"] == 8.0 and 8.0 - 2e-3 <= cell["epsilon"] <= 8.0  # the uniform arm too
+        assert cell["sigma_tolerance"] == pytest.approx(1e-4 * cell["sigma"])
+        low, high = cell["ci95"]
+        assert cell["repeats"] == 3 and low <= cell["mean"] <= high
+    assert uniform["difference_vs_uniform"] is None
+    diff = gp["difference_vs_uniform"]
+    assert diff["ci95"][0] <= diff["mean"] <= diff["ci95"][1]
+    assert diff["mean"] == pytest.approx(gp["mean"] - uniform["mean"], abs=1e-12)  # paired: same repeats
+    # the table: σ, ε, mean [CI] and the paired difference per arm
+    assert run(f"simulate {family} {EQUAL} --repeats 3".split()) == 0
+    out = capsys.readouterr().out
+    assert "Equal-ε searches (total ε = 8" in out and f"{uniform['sigma']:.4f}" in out and f"{gp['sigma']:.4f}" in out
+    assert f"{diff['mean']:+.4f}" in out
+    assert run(f"simulate {family} {EQUAL} --repeats 3 --table".split()) == 0
+    out = capsys.readouterr().out
+    assert "uniform σ" in out and f"{gp['sigma']:.4f}" in out
+
+
+@pytest.mark.parametrize(
+    ("landscapes", "extra", "message"),
+    [
+        # the uniform arm needs σ 1.1143 < 1.2226: never extrapolated
+        ((DIGITS_UNIFORM, DIGITS_GP), "", "arm 'uniform' in setting 'E[T]=20'"),
+        ((DIGITS_UNIFORM, MNIST), "", "has a different axis_lr"),  # not one family
+        ((DIGITS_UNIFORM,), "", "--epsilon needs a landscape family"),
+        ((DIGITS_LOW, DIGITS_GP), f"--gp-landscape {DIGITS_GP}", "drop --gp-landscape"),
+        ((DIGITS_LOW, DIGITS_GP), "--fixed-T 5", "fixed T (--fixed-T) has no privacy claim"),
+        ((DIGITS_LOW, DIGITS_GP), "--epsilon -1", "--epsilon must be a finite number > 0"),
+        ((DIGITS_LOW, DIGITS_GP), "--epsilon 0.5", "unreachable"),
+    ],
+)
+def test_equal_epsilon_refusals_are_one_line(capsys, landscapes: tuple[str, ...], extra: str, message: str) -> None:
+    argv = "simulate " + " ".join(f"--landscape {p}" for p in landscapes) + f" {EQUAL} --repeats 2 {extra}"
+    if "--fixed-T" in extra:
+        argv = argv.replace("--runs geometric --gamma 0.05 ", "")
+    assert run(argv.split()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    if message.startswith("arm 'uniform'"):
+        assert "needs sigma=1.11427" in err and "outside the family's range [1.2226, 1.7673]" in err
+    if "axis_lr" in message:
+        assert "(members 0: " in err and "mnist_subset" in err
+
+
+def test_several_landscapes_without_epsilon_are_refused(capsys) -> None:
+    argv = f"simulate --landscape {DIGITS_LOW} --landscape {DIGITS_GP} --strategy uniform --runs geometric --gamma 0.05"
+    assert run(argv.split()) == 2
+    assert "add --epsilon E, or give one --landscape" in capsys.readouterr().err
+
+
+def test_landscape_build_family_then_equal_epsilon(tmp_path, capsys) -> None:
+    """`landscape build --sigma A --sigma B --out ...{sigma}...` writes one member per σ; they form a family."""
+    pattern = str(tmp_path / "tiny_sigma{sigma}.npz")
+    argv = ["landscape", "build", "--sigma", "0.6", "--sigma", "1", "--out", pattern, "--lr-grid", "0.1,1",
+            "--clip-grid", "1,2", "--seeds", "1", "--epochs", "1", "--score-noise", "0.02", "--workers", "1"]
+    assert run(argv) == 0
+    members = [tmp_path / "tiny_sigma0.6.npz", tmp_path / "tiny_sigma1.0.npz"]
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"wrote {m}" for m in members]
+    family = load_family(members)
+    assert family.sigmas == (0.6, 1.0) and family.plan_metadata["epochs"] == 1
+    # E[T] = 5, one epoch: uniform needs σ 0.649, GP (C = 2, c = 0.75) 0.915, both inside [0.6, 1]
+    payload = _json(capsys, f"simulate --landscape {members[0]} --landscape {members[1]} --epsilon 8 --strategy "
+                            "uniform --strategy gp --runs geometric --gamma 0.2 --repeats 2 --workers 1 --json")
+    assert [round(c["sigma"], 3) for c in payload["results"]] == [0.649, 0.915]
+    assert all(7.99 <= c["epsilon"] <= 8.0 for c in payload["results"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("--sigma 1 --sigma 2 --out x.npz", "--out must hold {sigma} when several --sigma"),
+        ("--sigma 1 --sigma 1 --out x{sigma}.npz", "--sigma values must be distinct"),
+        ("--sigma 1 --sigma nan --out x{sigma}.npz", "--sigma must be a finite number > 0"),
+        ("--sigma 1 --sigma 2 --out x{sigma}.txt", "ending in .npz"),
+        ("--sigma 1 --sigma 2 --out adir/x{sigma}.npz --model foo", "--model"),
+    ],
+)
+def test_landscape_build_family_checks_every_member_before_training(tmp_path, monkeypatch, capsys, extra: str,
+                                                                    message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(["landscape", "build", *extra.split()]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing written: no checkpoint, no member

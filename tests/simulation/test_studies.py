@@ -8,8 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dphypo.privacy import SearchSpec, account, geometric
-from dphypo.simulation.landscapes import load_landscape
+from dphypo.privacy import CalibrationError, SearchSpec, account, geometric
+from dphypo.simulation.equal_epsilon import (
+    arm_calibration,
+    cell_landscapes,
+    metadata_plan,
+    run_equal_epsilon_study,
+)
+from dphypo.simulation.family import load_family
+from dphypo.simulation.landscapes import Landscape, load_landscape, save_landscape
 from dphypo.simulation.simulate import mean_ci95, simulate
 from dphypo.simulation.studies import (
     FIXED_T_NOTE,
@@ -21,6 +28,7 @@ from dphypo.simulation.studies import (
     fixed_T_settings,
     landscape_plan,
     parse_T_values,
+    plan_from_metadata,
     run_count_settings,
     run_study,
 )
@@ -59,16 +67,22 @@ def test_landscape_plan_is_the_plan_the_landscapes_were_built_with() -> None:
 def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
     """README: each landscape's σ meets total ε = 8 (E[T] = 20) for the search it was built for."""
     setting = Setting("E[T]=20", run_count=geometric(0.05))
-    for path, (C, c) in [(DIGITS_UNIFORM, (1.0, 1.0)), (MNIST, (1.0, 1.0))]:
-        eps, note = arm_epsilon(load_landscape(path), setting, C, c, 1e-5)
-        assert note == "" and eps == pytest.approx(8.0, abs=2e-3), path
-        assert eps <= 8.0  # calibrate_sigma rounds σ up: the budget is met, not exceeded
+    for path, profile_eps in [(DIGITS_UNIFORM, 6.9655), (MNIST, 6.9790)]:
+        # The uniform landscapes were calibrated with RDP alone: that bound reproduces ε = 8 ...
+        plan = landscape_plan(load_landscape(path))
+        assert plan is not None
+        rdp_eps = account(plan.rdp(), SearchSpec(setting.run_count), 1e-5).epsilon
+        assert rdp_eps == pytest.approx(8.0, abs=2e-3) and rdp_eps <= 8.0, path  # σ rounded up: met, not exceeded
+        # ... and arm_epsilon also counts the (here tighter) privacy-profile bounds a uniform search has
+        eps, note = arm_epsilon(load_landscape(path), setting, 1.0, 1.0, 1e-5)
+        assert note == "" and eps == pytest.approx(profile_eps, abs=2e-4) and eps < rdp_eps, path
     # The GP landscape's σ was calibrated with DP-HyPO Theorem 1 as published (8.0); the proven Theorem A, now the
     # accountant's default, charges it less (computed: 7.815), so a white-box GP arm is over-noised, not cheated.
     eps, note = arm_epsilon(load_landscape(DIGITS_GP), setting, 2.0, 0.75, 1e-5)
     assert note == "" and eps == pytest.approx(7.8151, abs=2e-3)
-    # the GP landscape used by a *uniform* search is cheaper; the uniform one used adaptively is dearer
-    assert arm_epsilon(load_landscape(DIGITS_GP), setting, 1.0, 1.0, 1e-5)[0] < 7.5
+    # the GP landscape used by a *uniform* search is cheaper (profile bound 4.324, RDP 4.938); the uniform one used
+    # adaptively is dearer
+    assert arm_epsilon(load_landscape(DIGITS_GP), setting, 1.0, 1.0, 1e-5)[0] == pytest.approx(4.3239, abs=2e-4)
     assert arm_epsilon(load_landscape(DIGITS_UNIFORM), setting, 2.0, 0.75, 1e-5)[0] > 9.0
 
 
@@ -79,9 +93,12 @@ def test_arm_epsilon_equals_the_accountant_for_an_independently_built_plan() -> 
     )
     land = load_landscape(DIGITS_UNIFORM)
     for gamma, C, c, delta in [(0.01, 1.0, 1.0, 1e-5), (0.05, 1.25, 0.8, 1e-6), (0.2, 1.5, 1 / 1.5, 1e-5)]:
-        expected = account(plan.rdp(), SearchSpec(geometric(gamma), C, c), delta).epsilon
+        # uniform search: the minimum over RDP and the privacy-profile bounds; C > c: RDP only (no profile theorem)
+        profile = plan.profile() if C == c == 1.0 else None
+        expected = account(plan.rdp(), SearchSpec(geometric(gamma), C, c), delta, profile=profile)
         eps, _ = arm_epsilon(land, Setting("x", run_count=geometric(gamma), C=C, c=c), C, c, delta)
-        assert eps == expected
+        assert eps == expected.epsilon
+        assert expected.method.startswith("profile") if profile is not None else expected.method == "rdp-theorem-a"
 
 
 def test_no_epsilon_without_a_claim() -> None:
@@ -201,3 +218,112 @@ def test_study_config_validation() -> None:
     with pytest.raises(ValueError, match="engine"):
         _small_study(engine="fast")
     assert math.isfinite(_small_study().to_dict()["delta"])
+
+
+# ------------------------------------------------------------------------------------------------ equal ε
+#: The digits plan of the shipped landscapes (metadata keys as build_landscape writes them, σ aside).
+DIGITS_PLAN = {"dataset": "digits", "model": "digits-mlp", "epochs": 10, "batch_size": 64, "seeds": 5,
+               "data_seed": 0, "score_noise": 0.02, "failed_score": 0.0}
+EPSILON, RUNS = 8.0, geometric(0.05)  # calibrated σ (E[T] = 20): uniform 1.1143, GP (C = 2, c = 0.75) 1.7128
+
+
+def family_files(folder: Path, sigmas: tuple[float, ...]) -> tuple[str, ...]:
+    """A small synthetic family (4 lr × 3 clip) with the digits plan: accuracy falls with σ, a ridge in lr."""
+    paths = []
+    lr, clip = np.geomspace(1e-3, 1.0, 4), np.array([0.5, 1.0, 2.0])
+    shape = 0.9 - 0.1 * (np.log10(lr)[:, None] + 1.5) ** 2 - 0.02 * np.abs(clip[None, :] - 1.0)
+    for sigma in sigmas:
+        land = Landscape.from_axes(shape - 0.05 * sigma, np.full((4, 3), 0.03), {"lr": lr, "clip": clip},
+                                   {"lr": "log", "clip": "linear"}, metadata={**DIGITS_PLAN, "sigma": sigma})
+        paths.append(str(folder / f"tiny_sigma{sigma}.npz"))
+        save_landscape(land, paths[-1])
+    return tuple(paths)
+
+
+def _equal_study(members: tuple[str, ...], **overrides) -> StudyConfig:
+    kwargs = dict(name="equal", settings=run_count_settings([RUNS], [(2.0, 0.75)]),
+                  arms=(ArmSpec("uniform", Uniform(), members), ArmSpec("gp", GPUCB(), members)),
+                  repeats=6, seed=3, workers=1, epsilon=EPSILON)
+    kwargs.update(overrides)
+    return StudyConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_equal_epsilon_study_runs_every_arm_at_its_own_sigma(tmp_path: Path) -> None:
+    members = family_files(tmp_path, (1.0, 1.4, 2.0))
+    result = run_equal_epsilon_study(_equal_study(members))
+    family = load_family(members)
+    uniform, gp = result.cell("E[T]=20", "uniform"), result.cell("E[T]=20", "gp")
+    for cell, (C, c) in [(uniform, (1.0, 1.0)), (gp, (2.0, 0.75))]:
+        calibration = arm_calibration(EPSILON, 1e-5, RUNS, C, c, family.plan_metadata)
+        assert (cell.C, cell.c, cell.sigma, cell.epsilon_target) == (C, c, calibration.sigma, EPSILON)
+        assert cell.sigma_tolerance == calibration.sigma_tolerance
+        # accounted at that σ with the calibration's own bounds: at most ε, within the calibration's tolerance
+        assert cell.epsilon == calibration.report.epsilon and EPSILON - 2e-3 <= cell.epsilon <= EPSILON
+        direct = simulate(family.at(calibration.sigma), [cell.arm.strategy], repeats=6, run_count=RUNS, C=C, c=c,
+                          seed=3, workers=1)[0]
+        np.testing.assert_array_equal(cell.result.values, direct.values)
+    assert uniform.sigma == pytest.approx(1.1143, abs=2e-4) and gp.sigma == pytest.approx(1.7128, abs=2e-4)
+    assert uniform.difference is None and gp.difference == mean_ci95(gp.result.values - uniform.result.values)
+    cell = gp.to_dict()
+    assert cell["landscape"] == list(members) and cell["sigma"] == gp.sigma and cell["epsilon_target"] == EPSILON
+    assert result.to_dict()["epsilon_target"] == EPSILON and result.to_dict()["study"]["epsilon"] == EPSILON
+    assert len(result.best_values) == 2  # one landscape per σ
+    row = table_rows(result)[0]
+    assert (row["uniform_sigma"], row["gp_sigma"]) == (uniform.sigma, gp.sigma)
+    assert "equal ε" in table_markdown(result) and "tiny_sigma1.0.npz+tiny_sigma1.4.npz" in table_markdown(result)
+
+
+def test_equal_epsilon_study_refuses_sigma_outside_the_family_before_simulating(tmp_path, monkeypatch) -> None:
+    import dphypo.simulation.studies as studies
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("simulated before every cell was checked")
+
+    monkeypatch.setattr(studies, "simulate", no_simulation)
+    members = family_files(tmp_path, (1.2, 1.5))  # uniform needs σ 1.1143, below the family
+    with pytest.raises(ValueError, match=r"arm 'uniform' in setting 'E\[T\]=20' .* needs sigma=1.114.* for total "
+                                         r"epsilon=8, outside the family's range \[1.2, 1.5\]") as info:
+        run_equal_epsilon_study(_equal_study(members))
+    assert "\n" not in str(info.value)
+    with pytest.raises(CalibrationError, match=r"arm 'gp'.*unreachable"):  # below what T and log(C/c) cost
+        run_equal_epsilon_study(_equal_study(members, epsilon=0.5, arms=(ArmSpec("gp", GPUCB(), members),)))
+
+
+def test_equal_epsilon_study_config_validation(tmp_path: Path) -> None:
+    members = family_files(tmp_path, (1.0, 2.0))
+    with pytest.raises(ValueError, match="needs an equal-ε study"):
+        _equal_study(members, epsilon=None)
+    with pytest.raises(ValueError, match=r"arms \['gp'\] have a single landscape"):
+        _equal_study(members, arms=(ArmSpec("uniform", Uniform(), members), ArmSpec("gp", GPUCB(), members[0])))
+    with pytest.raises(ValueError, match="fixed T has no privacy claim"):
+        _equal_study(members, settings=fixed_T_settings([3], 2.0, 0.75))
+    for bad in (0.0, -1.0, math.inf, True):
+        with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
+            _equal_study(members, epsilon=bad)
+    with pytest.raises(ValueError, match="at least 2 member paths"):
+        ArmSpec("uniform", Uniform(), (members[0],))
+    with pytest.raises(ValueError, match=r"equal_epsilon.cell_landscapes\(config\)"):  # run_study alone cannot
+        run_study(_equal_study(members))
+    with pytest.raises(ValueError, match="lacks the cells"):
+        run_study(_small_study(), landscapes={})
+    with pytest.raises(ValueError, match="needs an equal-ε study"):
+        cell_landscapes(_small_study())
+
+
+def test_plan_from_metadata_is_the_one_plan_reconstruction() -> None:
+    land = load_landscape(DIGITS_UNIFORM)
+    assert landscape_plan(land) == plan_from_metadata(land.metadata)
+    assert metadata_plan(land.metadata) == plan_from_metadata({**land.metadata, "sigma": 1.0})
+    assert plan_from_metadata({**DIGITS_PLAN, "sigma": 1.0, "score_noise": 0.0}) is None
+    assert plan_from_metadata({"sigma": 1.0}) is None
+
+
+def test_uniform_arm_at_its_calibrated_sigma_reads_at_most_the_budget() -> None:
+    """The equal-ε uniform arm on digits: RDP alone would read 9.21 at its σ, the profile bound ≤ 8."""
+    calibration = arm_calibration(EPSILON, 1e-5, RUNS, 1.0, 1.0, DIGITS_PLAN)
+    land = load_family([DIGITS_UNIFORM, DIGITS_GP, str(LANDSCAPES / "digits_mlp_sigma0.7.npz")]).at(calibration.sigma)
+    eps, note = arm_epsilon(land, Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5)
+    assert note == "" and eps == calibration.report.epsilon and EPSILON - 2e-3 <= eps <= EPSILON
+    plan = landscape_plan(land)
+    assert plan is not None
+    assert account(plan.rdp(), SearchSpec(RUNS), 1e-5).epsilon == pytest.approx(9.21, abs=0.01)
