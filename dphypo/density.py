@@ -336,32 +336,38 @@ def draw(density: ArrayLike, uniforms: ArrayLike) -> np.ndarray:
 
 
 # -- the density inside S_{C,c} that maximises a linear objective ------------------------------------------
-def top_mass_density(priority: ArrayLike, prior: ArrayLike, C: float, c: float) -> np.ndarray:
+def top_mass_density(
+    priority: ArrayLike, prior: ArrayLike, C: float, c: float, *, tiebreak: ArrayLike | None = None
+) -> np.ndarray:
     """The density in S_{C,c}(π⁰) that maximises Σ_i w_i f_i: C·π⁰ on the highest-priority points, c·π⁰ elsewhere.
 
     Every f ∈ S_{C,c} is c·π⁰ plus an extra mass 1 − c spread with at most (C − c)·π⁰_i on point i, so maximising
     the linear objective Σ w_i f_i (e.g. the probability that the drawn point is within a tolerance of the best,
     with w_i that probability) is a fractional knapsack: fill points in decreasing order of w_i up to C·π⁰_i until
     the extra mass is used; the last point filled may end between c·π⁰_i and C·π⁰_i (Dantzig 1957). Ties are
-    broken by grid index, lowest first. The top set therefore has prior mass (1 − c)/(C − c), which is how
-    :func:`lower_bound_for_top_mass` chooses c. The result lies in S_{C,c} by construction; the tuner still
-    projects (and verifies) it like any density (privacy rule 3).
+    broken by ``tiebreak`` (higher first), then by grid index (lowest first). The top set therefore has prior
+    mass (1 − c)/(C − c), which is how :func:`lower_bound_for_top_mass` chooses c. The result lies in S_{C,c}
+    by construction; the tuner still projects (and verifies) it like any density (privacy rule 3).
 
     Args:
         priority: Weights w, shape ``(..., n)``, finite.
         prior: π⁰, shape ``(n,)``.
         C: Upper ratio bound ≥ 1.
         c: Lower ratio bound in (0, 1], c ≤ C.
+        tiebreak: Secondary key among equal priorities, shape ``(..., n)`` (e.g. the posterior mean).
 
     Returns:
         Densities, shape ``(..., n)``, each summing to 1.
     """
     C, c = _check_bounds(C, c)
-    w = _finite_array(priority, "priority")
     pi0 = validate_prior(prior)
+    w = np.asarray(priority, dtype=np.float64)
     if w.shape[-1:] != pi0.shape:
         raise ValueError(f"priority must have shape (..., {pi0.size}), got {w.shape}")
-    order = np.argsort(-w, axis=-1, kind="stable")  # highest priority first, ties by index
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"priority must be finite, got {np.count_nonzero(~np.isfinite(w))} non-finite entries")
+    second = np.zeros_like(w) if tiebreak is None else np.broadcast_to(np.asarray(tiebreak, dtype=np.float64), w.shape)
+    order = np.lexsort((-second, -w), axis=-1)  # highest priority first, then highest tiebreak, then lowest index
     room = (C - c) * pi0[order]  # extra mass each point can take, in that order
     used_before = np.cumsum(room, axis=-1) - room
     extra = np.clip((1.0 - c) - used_before, 0.0, room)

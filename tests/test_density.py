@@ -426,6 +426,8 @@ def test_top_mass_density_closed_forms() -> None:
     # C = c = 1: the prior whatever the priorities; ties go to the lower index.
     np.testing.assert_allclose(top_mass_density([5.0, 1.0, 7.0], [0.2, 0.3, 0.5], 1.0, 1.0), [0.2, 0.3, 0.5])
     np.testing.assert_allclose(top_mass_density(np.zeros(4), np.full(4, 0.25), 2.0, 0.5), [0.5, 0.25, 0.125, 0.125])
+    tied = top_mass_density(np.ones(4), np.full(4, 0.25), 2.0, 0.5, tiebreak=[0.0, 3.0, 1.0, 2.0])
+    np.testing.assert_allclose(tied, [0.125, 0.5, 0.125, 0.25])  # equal priorities: the higher tiebreak first
 
 
 @pytest.mark.parametrize("seed", range(20))

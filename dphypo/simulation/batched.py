@@ -32,7 +32,7 @@ from dphypo.privacy.tuning import check_density_bounds
 from dphypo.search.execution import Executor, executor_scope
 from dphypo.search.loop import projected_density
 from dphypo.simulation.landscapes import Landscape
-from dphypo.strategies import GPUCB, Direction, Strategy, Uniform, best_runs, density_bounds
+from dphypo.strategies import GPUCB, Direction, GPTopSet, Strategy, Uniform, best_runs, density_bounds
 
 __all__ = [
     "incumbent_distance",
@@ -124,10 +124,13 @@ def search_paths(
     sampling = [np.random.default_rng(s[SAMPLING]) for s in streams]
     if isinstance(strategy, Uniform):
         return _uniform_paths(landscape, lengths, noise, sampling, C, c)
-    if isinstance(strategy, GPUCB):
+    if isinstance(strategy, GPUCB | GPTopSet):
         strategy_seeds = [int(s[STRATEGY].generate_state(1)[0]) for s in streams]
         return _gpucb_paths(landscape, strategy, lengths, noise, sampling, strategy_seeds, C, c)
-    raise ValueError(f"strategy must be Uniform or GPUCB for the batched engine, got {strategy!r}")
+    raise ValueError(
+        f"strategy must be Uniform or a GP rule (GPUCB, GPTopSet) for the batched engine, got {strategy!r}"
+    )
+
 
 
 def _uniform_paths(
@@ -159,7 +162,7 @@ def _empty_paths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _gpucb_paths(
     landscape: Landscape,
-    strategy: GPUCB,
+    strategy: GPUCB | GPTopSet,
     lengths: np.ndarray,
     noise: list[np.random.Generator],
     sampling: list[np.random.Generator],
@@ -253,8 +256,9 @@ def simulate_batched(
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     if not (isinstance(batch, int) and batch >= 1):
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    if not isinstance(strategy, Uniform | GPUCB):
-        raise ValueError(f"strategy must be Uniform or GPUCB for the batched engine, got {strategy!r}")
+    if not isinstance(strategy, Uniform | GPUCB | GPTopSet):
+        raise ValueError(f"strategy must be Uniform or a GP rule (GPUCB, GPTopSet) for the batched engine, got "
+                         f"{strategy!r}")
     if (T is None) == (run_count is None):
         raise ValueError("give exactly one of T (fixed) or run_count (random)")
     if T is not None and not (isinstance(T, int | np.integer) and T >= 1):

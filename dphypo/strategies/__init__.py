@@ -23,12 +23,14 @@ from dphypo.strategies.base import (
     release_key,
 )
 from dphypo.strategies.gpucb import GPUCB, GPUCBSession, tilted_softmax, ucb_scores
+from dphypo.strategies.top_set import GPTopSet, near_best_probability
 from dphypo.strategies.uniform import Uniform, UniformSession
 
 __all__ = [
     "GPUCB",
     "SCALES",
     "Direction",
+    "GPTopSet",
     "GPUCBSession",
     "Scale",
     "Strategy",
@@ -38,6 +40,7 @@ __all__ = [
     "UniformSession",
     "best_runs",
     "density_bounds",
+    "near_best_probability",
     "orient",
     "oriented_scores",
     "release_key",

@@ -5,6 +5,12 @@ batch of B searches advanced in lockstep (the batched simulation engine calls :m
 the single search is the batch of one, so both follow the same rules: the prior before any observation, the
 previous density (or the prior) whenever the GP is unavailable, else the tilted softmax of the UCB.
 
+Warm start (an algorithm choice, shared by the tuner and the simulator because both run this session): each
+member's GP fit at step t starts L-BFGS-B from the hyperparameters of that member's last successful fit
+instead of BoTorch's default start, so a step costs a few iterations once the hyperparameters settle. It
+changes the optimiser's start, not the likelihood it maximises; the state depends only on the member's own
+observations (never on public values or other members), so runs stay deterministic at equal seeds.
+
 Importing this module does not import torch: :mod:`dphypo.strategies.surrogate` (BoTorch) is loaded when a
 session starts, so uniform search stays light.
 """
@@ -13,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -35,7 +41,25 @@ from dphypo.strategies.base import (
 if TYPE_CHECKING:
     from dphypo.space import SearchSpace
 
-__all__ = ["GPUCB", "GPUCBSession", "tilted_softmax", "ucb_scores"]
+__all__ = ["GPUCB", "GPRule", "GPUCBSession", "start_gp_session", "tilted_softmax", "ucb_scores"]
+
+
+class GPRule(Protocol):
+    """What a GP session needs from its strategy: the rule turning each member's GP posterior into a density."""
+
+    def densities(
+        self, mean: np.ndarray, std: np.ndarray, loc: np.ndarray, scale: np.ndarray, prior: np.ndarray
+    ) -> np.ndarray:
+        """Unprojected densities of m members, shape ``(m, n)``, from their posteriors (oriented scores).
+
+        Args:
+            mean: Posterior means, shape ``(m, n)``.
+            std: Posterior standard deviations, shape ``(m, n)``.
+            loc: Mean of each member's observed scores, shape ``(m,)``.
+            scale: Their sample standard deviation, shape ``(m,)``.
+            prior: Prior over the grid, shape ``(n,)``.
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -136,31 +160,52 @@ class GPUCB:
         Returns:
             A :class:`GPUCBSession` with ``len(seeds)`` members.
         """
-        check_direction(direction)
-        for seed in seeds:
-            check_seed(seed)
-        # Import BoTorch now, so a broken install fails here instead of as a silent fallback on every step.
-        from dphypo.strategies import surrogate
+        return start_gp_session(self, space, direction, seeds)
 
-        prior = checked_prior(space)
-        coords = np.asarray(space.unit_coordinates, dtype=np.float64)
-        if coords.ndim != 2 or coords.shape[0] != prior.size:
-            raise ValueError(f"space.unit_coordinates must have shape ({prior.size}, d), got {coords.shape!r}")
-        return GPUCBSession(self, surrogate.GridFactors(coords), prior, direction, np.asarray(seeds, np.int64))
+    def densities(
+        self, mean: np.ndarray, std: np.ndarray, loc: np.ndarray, scale: np.ndarray, prior: np.ndarray
+    ) -> np.ndarray:
+        """The GP-UCB rule: softmax(β·UCB) tilted by the prior (:func:`ucb_scores`, :func:`tilted_softmax`)."""
+        return tilted_softmax(ucb_scores(mean, std, loc, scale, self.tau, self.scale), self.beta, prior)
+
+
+def start_gp_session(rule: GPRule, space: SearchSpace, direction: Direction, seeds: Sequence[int]) -> GPUCBSession:
+    """Open a GP session for ``len(seeds)`` searches whose densities come from ``rule`` (GP-UCB or another rule).
+
+    Args:
+        rule: The strategy; its ``densities`` turns the GP posteriors into densities.
+        space: Search space with ``unit_coordinates`` ``(n, d)`` and ``prior`` ``(n,)``.
+        direction: ``"maximize"`` or ``"minimize"`` the score.
+        seeds: One non-negative integer per member.
+
+    Returns:
+        A :class:`GPUCBSession` with ``len(seeds)`` members.
+    """
+    check_direction(direction)
+    for seed in seeds:
+        check_seed(seed)
+    # Import BoTorch now, so a broken install fails here instead of as a silent fallback on every step.
+    from dphypo.strategies import surrogate
+
+    prior = checked_prior(space)
+    coords = np.asarray(space.unit_coordinates, dtype=np.float64)
+    if coords.ndim != 2 or coords.shape[0] != prior.size:
+        raise ValueError(f"space.unit_coordinates must have shape ({prior.size}, d), got {coords.shape!r}")
+    return GPUCBSession(rule, surrogate.GridFactors(coords), prior, direction, np.asarray(seeds, np.int64))
 
 
 class GPUCBSession:
-    """Session of :class:`GPUCB` for B searches (members); refits each member's GP on every update.
+    """Session of :class:`GPUCB` (or another :class:`GPRule`) for B searches; refits each member's GP on every update.
 
     Args:
-        config: The strategy configuration.
+        config: The strategy configuration (its ``densities`` is the rule).
         grid: The grid's :class:`~dphypo.strategies.surrogate.GridFactors` (unit coordinates ``(n, d)``).
         prior: Prior over the grid, shape ``(n,)``.
         direction: ``"maximize"`` or ``"minimize"``.
         seeds: One non-negative integer seed per member, shape ``(B,)``.
     """
 
-    def __init__(self, config: GPUCB, grid: Any, prior: np.ndarray, direction: Direction, seeds: np.ndarray) -> None:
+    def __init__(self, config: GPRule, grid: Any, prior: np.ndarray, direction: Direction, seeds: np.ndarray) -> None:
         self._config = config
         self._grid = grid
         self._prior = prior
@@ -170,6 +215,7 @@ class GPUCBSession:
         self._has_previous = np.zeros(seeds.size, dtype=bool)
         self._failed_reported = np.zeros(seeds.size, dtype=np.int64)
         self._events: list[list[StrategyEvent]] = [[] for _ in range(seeds.size)]
+        self._hyper: np.ndarray | None = None  # each member's last fitted GP hyperparameters (warm start), (B, p)
 
     @property
     def members(self) -> int:
@@ -255,7 +301,8 @@ class GPUCBSession:
 
         seeds = np.array([step_seed(int(self._seeds[b]), step) for b in members], dtype=np.int64)
         try:
-            fit = surrogate.fit_surrogate(self._grid, indices, utilities, seed=seeds)
+            start = None if self._hyper is None else self._hyper[members]
+            fit = surrogate.fit_surrogate(self._grid, indices, utilities, seed=seeds, start=start)
         except Exception as err:  # any model error must not end a search that has spent privacy budget
             for b in members:
                 self._fallback(b, step, f"surrogate raised {type(err).__name__}: {err}")
@@ -263,11 +310,13 @@ class GPUCBSession:
         for b, caught in zip(members, fit.warnings, strict=True):
             self._events[b] += [StrategyEvent(step, "fit-warning", message) for message in caught]
         ok = np.asarray(fit.ok, dtype=bool)
+        if self._hyper is None:
+            self._hyper = np.full((self.members, fit.hyper.shape[-1]), np.nan)
+        self._hyper[members[ok]] = fit.hyper[ok]  # a failed fit keeps the member's previous warm start
         for b, reason in zip(members[~ok], np.asarray(fit.reasons, dtype=object)[~ok], strict=True):
             self._fallback(b, step, f"surrogate fit not usable: {reason}")
-        config = self._config
-        s = ucb_scores(fit.mean[ok], fit.std[ok], fit.score_loc[ok], fit.score_scale[ok], config.tau, config.scale)
-        return ok, tilted_softmax(s, config.beta, self._prior)
+        rule = self._config
+        return ok, rule.densities(fit.mean[ok], fit.std[ok], fit.score_loc[ok], fit.score_scale[ok], self._prior)
 
     def _fallback(self, member: int, step: int, reason: str) -> None:
         """Record that ``member`` keeps its previous density (or the prior, if it has none)."""

@@ -8,13 +8,24 @@ point. It is batch-native: scores of shape ``(..., k)`` are that many independen
 with its own GP and hyperparameters; a single search is the batch of one, so the tuner and the batched
 simulation engine use this one fit.
 
+Replicated points (issue #15): on a grid, a search of T runs re-evaluates points, and the marginal likelihood
+of t observations at u ≤ n distinct points factorises exactly into a heteroskedastic GP on the u point means
+(noise σ²/n_i) times a term in σ² alone (derivation and source in :class:`_NegativeMarginalLogLikelihood`);
+the posterior depends on the data only through the point means and counts. The loss and the posterior are
+computed on the u distinct points, so a step costs O(u³) instead of O(t³) and stops growing once the grid is
+covered, while the function maximised — Standardize over all t scores, priors, bounds — is unchanged.
+
+Warm start: :func:`fit_surrogate` takes each member's initial hyperparameters (``start``; the GP-UCB session
+passes the member's previous fit) and returns the fitted ones (``SurrogateFit.hyper``).
+
 How: the members are stacked into one BoTorch model with batch shape ``(B,)`` and fitted with BoTorch's batched
 L-BFGS-B (``botorch.optim.batched_lbfgs_b.fmin_l_bfgs_b_batched``): a port of scipy's L-BFGS-B that keeps one
 optimiser state per member and only batches the evaluation of the loss and its gradient. The loss is BoTorch's
 (negative exact marginal log-likelihood with the model's priors, per observation), evaluated in closed form
-(:class:`_NegativeMarginalLogLikelihood`). Each member therefore follows the iterates scipy's L-BFGS-B follows in
-BoTorch's own ``fit_gpytorch_mll`` — same start (the priors' modes), bounds, tolerances and stopping rules —
-and ends at the same hyperparameters up to round-off (~1e-8 relative; ``tests/strategies/test_surrogate.py``).
+(:class:`_NegativeMarginalLogLikelihood`). Without a warm start, each member therefore follows the iterates
+scipy's L-BFGS-B follows in BoTorch's own ``fit_gpytorch_mll`` — same start (the priors' modes), bounds,
+tolerances and stopping rules — and ends at the same hyperparameters up to round-off (~1e-8 relative;
+``tests/strategies/test_surrogate.py``).
 Measured (2,500-point grid, 5-19 observations, one torch thread): 27-33 ms per GP step for one member vs
 90-130 ms for ``fit_gpytorch_mll`` on the same model, and 1.4-2.0 ms per member at B = 256 vs 2.1-3.5 ms for
 BoTorch's stock batched ``fit_gpytorch_mll`` (which agreed to 1e-10 on the posterior mean).
@@ -32,8 +43,7 @@ Direction: the surrogate is a plain regression model; callers that minimise nega
 all-equal scores), fitting errors and non-finite posteriors give ``ok=False`` and a reason for that member.
 Invalid *arguments* raise ``ValueError`` eagerly.
 
-Extending (e.g. replicated-point reduction or warm starts): the per-member data enter in
-:func:`fit_surrogate` (``idx``, ``y``) and the optimiser's start in :func:`_fit_lockstep` (``start``).
+Measured after issue #15 (``benchmarks/gp_step.py``, 320-point digits grid): see that benchmark's docstring.
 """
 
 from __future__ import annotations
@@ -77,6 +87,10 @@ MIN_SCORE_STD = 1e-8
 #: Members per chunk of the posterior computation: (chunk, k, n) float64 blocks stay a few MB, which is faster
 #: than large blocks (fresh multi-MB allocations page-fault on every step).
 POSTERIOR_CHUNK = 8
+#: Largest m·u² of one lockstep fit (m members, u distinct points each): its (m, u, u) float64 blocks stay
+#: ~8 MB, so B = 256 searches at u = 320 never allocate GBs (CPU time per member is the same as with one
+#: 32 MB part: ~65 ms per warm-started step at u ≈ 310).
+LOCKSTEP_ENTRIES = 1 << 20
 
 # Rounding slack allowed on unit coordinates (e.g. log-space maps that land at 1 + 1e-16).
 _UNIT_TOL = 1e-9
@@ -115,6 +129,8 @@ class SurrogateFit:
             with fewer than two scores. ``(mean - score_loc) / score_scale`` is the GP's standardised space.
         warnings: Warnings of each member's fit as ``"Category: message"`` strings, flattened in C order.
         refitted: bool, shape ``S``: the member went through BoTorch's own ``fit_gpytorch_mll`` (retry path).
+        hyper: Fitted ``(noise, constant, lengthscale_1..d)`` in the GP's standardised space, shape
+            ``S + (2 + d,)``; ``nan`` where not ``ok``. Pass it as the next fit's ``start`` (warm start).
     """
 
     mean: np.ndarray
@@ -125,6 +141,7 @@ class SurrogateFit:
     score_scale: np.ndarray
     warnings: tuple[tuple[str, ...], ...]
     refitted: np.ndarray
+    hyper: np.ndarray
 
 
 class GridFactors:
@@ -177,12 +194,22 @@ class GridFactors:
 
 
 def fit_surrogate(
-    grid: ArrayLike | GridFactors, indices: ArrayLike, scores: ArrayLike, *, seed: int | ArrayLike
+    grid: ArrayLike | GridFactors,
+    indices: ArrayLike,
+    scores: ArrayLike,
+    *,
+    seed: int | ArrayLike,
+    start: ArrayLike | None = None,
 ) -> SurrogateFit:
     """Fit one GP per member to ``scores`` observed at ``grid[indices]``; marginal posteriors on the grid.
 
     Reproducible: the lockstep fit uses no randomness, and a member refitted by BoTorch's retry path runs
     inside ``torch.random.fork_rng`` seeded with its seed (the caller's torch RNG state is untouched).
+
+    Warm start: ``start`` (e.g. the ``hyper`` of this member's previous fit) replaces BoTorch's default
+    initial hyperparameters (the priors' modes) of the first L-BFGS-B run; it changes where the optimiser
+    starts, not the function it maximises. A member whose warm-started run fails still goes through
+    BoTorch's own ``fit_gpytorch_mll`` (default start, then its retries).
 
     Args:
         grid: Unit coordinates of all grid points, shape ``(n, d)`` in ``[0, 1]``, or their :class:`GridFactors`
@@ -191,6 +218,9 @@ def fit_surrogate(
         scores: Observed scores, shape ``S + (k,)``, finite (impute failed runs and negate minimised scores
             first).
         seed: Non-negative integer seeds, shape ``S`` (or one int for every member).
+        start: Initial hyperparameters ``(noise, constant, lengthscale_1..d)`` of each member's first
+            L-BFGS-B run, shape ``S + (2 + d,)`` (broadcast); a row with a non-finite entry, or ``None``,
+            starts from BoTorch's default. Clipped to BoTorch's bounds.
 
     Returns:
         A :class:`SurrogateFit` of batch shape ``S``.
@@ -201,7 +231,17 @@ def fit_surrogate(
     factors = grid if isinstance(grid, GridFactors) else GridFactors(np.asarray(grid))
     idx, y, seeds, batch = _validate(factors, indices, scores, seed)
     members, k = y.shape
-    size = factors.grid.shape[0]
+    size, dim = factors.grid.shape
+    if start is None:
+        initial = np.full((members, 2 + dim), np.nan)
+    else:
+        try:
+            initial = np.broadcast_to(np.asarray(start, dtype=np.float64), (*batch, 2 + dim))
+        except ValueError as err:
+            shape = np.shape(start)
+            raise ValueError(f"start must have shape {(*batch, 2 + dim)} (broadcast), got shape {shape!r}") from err
+        initial = initial.reshape(members, 2 + dim)
+    hyper = np.full((members, 2 + dim), np.nan)
     loc = y.mean(axis=1) if k else np.full(members, np.nan)
     scale = y.std(axis=1, ddof=1) if k >= 2 else np.full(members, np.nan)
     mean = np.full((members, size), np.nan)
@@ -217,14 +257,16 @@ def fit_surrogate(
         for member in np.flatnonzero(flat):
             reasons[member] = f"observed scores are all equal (std {scale[member]:.3g} < {MIN_SCORE_STD:g})"
         alone: list[int] = []
-        pending = [np.flatnonzero(~flat)]
+        pending = _parts(idx, np.flatnonzero(~flat))
         with torch_threads():  # one thread by default, restored afterwards (see dphypo._threads)
             while pending:
                 part = pending.pop()
                 if part.size == 0:
                     continue
                 try:
-                    part_mean, part_std, usable, stopped = _fit_and_predict(factors, idx[part], y[part])
+                    part_mean, part_std, usable, stopped, part_hyper = _fit_and_predict(
+                        factors, idx[part], y[part], initial[part]
+                    )
                 except _FIT_ERRORS:
                     if part.size == 1:
                         alone.append(int(part[0]))
@@ -232,16 +274,17 @@ def fit_surrogate(
                         pending += [part[: part.size // 2], part[part.size // 2 :]]
                     continue
                 mean[part[usable]], std[part[usable]] = part_mean[usable], part_std[usable]
+                hyper[part[usable]] = part_hyper[usable]
                 for member in part[usable & stopped]:
                     caught[member] = ("OptimizationWarning: L-BFGS-B stopped at its iteration limit",)
                 alone.extend(int(member) for member in part[~usable])
             for b in sorted(alone):
                 refitted[b] = True
-                mean[b], std[b], reasons[b], caught[b] = _fit_alone(factors, idx[b], y[b], int(seeds[b]))
+                mean[b], std[b], reasons[b], caught[b], hyper[b] = _fit_alone(factors, idx[b], y[b], int(seeds[b]))
         ok = np.all(np.isfinite(mean), axis=1) & np.all(np.isfinite(std), axis=1)
         for member in np.flatnonzero(~ok & ~flat):
             reasons[member] = reasons[member] or "GP posterior is not finite"
-    mean[~ok], std[~ok] = np.nan, np.nan
+    mean[~ok], std[~ok], hyper[~ok] = np.nan, np.nan, np.nan
     return SurrogateFit(
         mean=mean.reshape((*batch, size)),
         std=std.reshape((*batch, size)),
@@ -251,47 +294,147 @@ def fit_surrogate(
         score_scale=scale.reshape(batch),
         warnings=tuple(caught),
         refitted=refitted.reshape(batch),
+        hyper=hyper.reshape((*batch, 2 + dim)),
     )
 
 
+def _parts(idx: np.ndarray, members: np.ndarray) -> list[np.ndarray]:
+    """Split ``members`` into lockstep batches whose (m, u, u) blocks stay within ``LOCKSTEP_ENTRIES``.
+
+    Members are ordered by their number u of distinct points first, so a batch pads little. A member's fit
+    does not depend on the others in its batch (up to round-off of the padded linear algebra).
+    """
+    if members.size == 0:
+        return []
+    ordered = np.sort(idx[members], axis=1)
+    unique = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    members = members[np.argsort(unique, kind="stable")]
+    per_part = max(1, LOCKSTEP_ENTRIES // int(unique.max()) ** 2)
+    return [members[i : i + per_part] for i in range(0, members.size, per_part)]
+
+
 def _fit_and_predict(
-    factors: GridFactors, idx: np.ndarray, y: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    factors: GridFactors, idx: np.ndarray, y: np.ndarray, start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Lockstep-fit the members' GPs and compute their posteriors; may raise any of ``_FIT_ERRORS``.
 
     Args:
         factors: The grid.
         idx: Observation grid indices, shape ``(m, k)``.
         y: Scores, shape ``(m, k)``, each row with standard deviation ≥ ``MIN_SCORE_STD``.
+        start: Initial hyperparameters ``(noise, constant, lengthscale_1..d)``, shape ``(m, 2 + d)``; a row
+            with a non-finite entry starts from BoTorch's default (the priors' modes).
 
     Returns:
-        ``(mean, std, usable, stopped)``: posteriors of shape ``(m, n)`` in score units; which members' fits
-        ``fit_gpytorch_mll`` would also have accepted at its first attempt and whose posterior factorised,
-        and which stopped at the iteration limit (shape ``(m,)`` each).
+        ``(mean, std, usable, stopped, hyper)``: posteriors of shape ``(m, n)`` in score units; which members'
+        fits ``fit_gpytorch_mll`` would also have accepted at its first attempt and whose posterior factorised,
+        and which stopped at the iteration limit (shape ``(m,)`` each); the fitted hyperparameters,
+        shape ``(m, 2 + d)``.
     """
     train_x = factors.grid[torch.as_tensor(idx)]
     train_y = torch.as_tensor(y).unsqueeze(-1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statuses are read from the optimiser's results instead
-        model, hyper, status = _fit_lockstep(train_x, train_y)
+        batch = torch.Size([train_x.shape[0]])
+        # Built on all k observations: its Standardize (over all of them), priors, bounds and initial values
+        # are exactly BoTorch's; only the loss and the posterior use the replicate reduction.
+        model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=1, batch_shape=batch))
+        data = _Replicates.of(factors, idx, model.train_targets)
+        hyper, status = _fit_lockstep(model, data, start)
     accepted = (status == _CONVERGED) | (status == _ITERATION_LIMIT)
     transform = _standardize(model)
     with torch.no_grad():
         mean, std, factorised = _marginal_posterior(
             factors,
-            train_x,
-            model.train_targets,
+            data.x,
+            data.means,
             transform.means.reshape(-1),
             transform.stdvs.reshape(-1),
             torch.as_tensor(hyper),
+            data.weights,
         )
-    return mean, std, accepted & factorised, status == _ITERATION_LIMIT
+    return mean, std, accepted & factorised, status == _ITERATION_LIMIT, hyper
+
+
+@dataclass(frozen=True)
+class _Replicates:
+    """Each member's observations reduced to its distinct grid points (padded to the batch's largest count).
+
+    With u_b distinct points among member b's k observations, row b holds them in grid order in its first u_b
+    entries; the remaining (padding) entries have weight 0 and are neutralised by the loss and the posterior.
+
+    Attributes:
+        x: Unit coordinates of the distinct points, shape ``(m, u, d)`` (padding: any grid point).
+        means: Mean standardised score ȳ_i at each distinct point, shape ``(m, u)`` (padding: 0).
+        weights: 1/n_i, the inverse number of observations at each point, shape ``(m, u)`` (padding: 0).
+        unique: u_b, shape ``(m,)``, int64.
+        within: Within-point sum of squares Σ_i SS_i of the standardised scores, shape ``(m,)``.
+        log_counts: Σ_i log n_i, shape ``(m,)``.
+        total: k, the number of observations of every member.
+    """
+
+    x: torch.Tensor
+    means: torch.Tensor
+    weights: torch.Tensor
+    unique: torch.Tensor
+    within: torch.Tensor
+    log_counts: torch.Tensor
+    total: int
+
+    @staticmethod
+    def of(factors: GridFactors, idx: np.ndarray, targets: torch.Tensor) -> _Replicates:
+        """Reduce observations at grid indices ``idx`` ``(m, k)`` with standardised scores ``targets`` ``(m, k)``."""
+        members, k = idx.shape
+        # O(m·k log k) with no (m, n) arrays: small t on a large grid costs no more than before the reduction.
+        order = np.argsort(idx, axis=1, kind="stable")  # stable: each point's scores stay in observation order
+        ordered = np.take_along_axis(idx, order, axis=1)
+        y = np.take_along_axis(targets.detach().numpy(), order, axis=1)
+        first = np.ones((members, k), dtype=bool)
+        first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        position = np.cumsum(first, axis=1) - 1  # rank of each observation's point among the member's points
+        unique = position[:, -1] + 1
+        width = int(unique.max())
+        flat = (position + width * np.arange(members)[:, None]).ravel()
+        # bincount sums each point's scores in observation order: a member's statistics do not depend on
+        # the other members of the batch.
+        counts = np.bincount(flat, minlength=members * width).reshape(members, width)
+        sums = np.bincount(flat, weights=y.ravel(), minlength=members * width).reshape(members, width)
+        present = counts > 0
+        point_means = np.where(present, sums / np.maximum(counts, 1), 0.0)
+        deviation = y - np.take_along_axis(point_means, position, axis=1)
+        points = np.zeros((members, width), dtype=np.int64)  # padding: grid point 0 (its weight is 0)
+        rows, columns = np.nonzero(first)
+        points[rows, position[rows, columns]] = ordered[rows, columns]
+        return _Replicates(
+            x=factors.grid[torch.as_tensor(points)],
+            means=torch.as_tensor(point_means),
+            weights=torch.as_tensor(np.where(present, 1.0 / np.maximum(counts, 1), 0.0)),
+            unique=torch.as_tensor(unique.astype(np.int64)),
+            within=torch.as_tensor((deviation**2).sum(axis=1)),
+            log_counts=torch.as_tensor(np.log(np.maximum(counts, 1)).sum(axis=1)),
+            total=k,
+        )
+
+    def rows(self, rows: torch.Tensor) -> _Replicates:
+        """The members ``rows``, padding trimmed to their largest number of distinct points."""
+        width = int(self.unique[rows].max())
+        return _Replicates(
+            x=self.x[rows, :width],
+            means=self.means[rows, :width],
+            weights=self.weights[rows, :width],
+            unique=self.unique[rows],
+            within=self.within[rows],
+            log_counts=self.log_counts[rows],
+            total=self.total,
+        )
 
 
 def _fit_alone(
     factors: GridFactors, idx: np.ndarray, y: np.ndarray, seed: int
-) -> tuple[np.ndarray, np.ndarray, str | None, tuple[str, ...]]:
+) -> tuple[np.ndarray, np.ndarray, str | None, tuple[str, ...], np.ndarray]:
     """BoTorch's own ``fit_gpytorch_mll`` (with its retries) for one member, torch's RNG seeded with ``seed``.
+
+    It fits all k observations (no replicate reduction: this is BoTorch's own path, taken rarely).
 
     Args:
         factors: The grid.
@@ -300,10 +443,12 @@ def _fit_alone(
         seed: Non-negative integer.
 
     Returns:
-        ``(mean, std, reason, warnings)``: posteriors of shape ``(n,)`` (``nan`` on failure), why it failed
-        (``None`` on success) and the warnings BoTorch emitted.
+        ``(mean, std, reason, warnings, hyper)``: posteriors of shape ``(n,)`` (``nan`` on failure), why it
+        failed (``None`` on success), the warnings BoTorch emitted and the fitted hyperparameters, shape
+        ``(2 + d,)`` (``nan`` on failure).
     """
     failed = np.full(factors.grid.shape[0], np.nan)
+    no_hyper = np.full(2 + factors.grid.shape[1], np.nan)
     with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng(devices=[]):
         warnings.simplefilter("always")
         torch.manual_seed(seed)
@@ -329,11 +474,12 @@ def _fit_alone(
                     hyper[None],
                 )
         except _FIT_ERRORS as err:
-            return failed, failed, f"GP fit failed: {type(err).__name__}: {err}", _format_warnings(caught)
+            reason = f"GP fit failed: {type(err).__name__}: {err}"
+            return failed, failed, reason, _format_warnings(caught), no_hyper
     recorded = _format_warnings(caught)
     if not factorised[0]:
-        return failed, failed, "GP fit failed: posterior Cholesky factorisation failed", recorded
-    return mean[0], std[0], None, recorded
+        return failed, failed, "GP fit failed: posterior Cholesky factorisation failed", recorded, no_hyper
+    return mean[0], std[0], None, recorded, hyper.numpy()
 
 
 def _format_warnings(caught: list[warnings.WarningMessage]) -> tuple[str, ...]:
@@ -342,38 +488,42 @@ def _format_warnings(caught: list[warnings.WarningMessage]) -> tuple[str, ...]:
 
 
 def _fit_lockstep(
-    train_x: torch.Tensor, train_y: torch.Tensor
-) -> tuple[SingleTaskGP, np.ndarray, np.ndarray]:
+    model: SingleTaskGP, data: _Replicates, start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Maximise every member's marginal log-likelihood with its own scipy L-BFGS-B state, evaluations batched.
 
-    The model, its initial hyperparameters (the priors' modes), their bounds and priors are BoTorch's own;
-    only the loss and its gradient are computed by :class:`_NegativeMarginalLogLikelihood` (the same function
-    as BoTorch's loss closure, agreeing to ~1e-13; ``tests/strategies/test_surrogate.py``), which is twice as fast.
+    The model's bounds and priors are BoTorch's own, and so is the start of a member without a warm start (the
+    priors' modes); the loss and its gradient are computed by :class:`_NegativeMarginalLogLikelihood` on the
+    replicate-reduced data (the same function as BoTorch's loss closure on all observations, agreeing to
+    ~1e-13; ``tests/strategies/test_surrogate.py``).
 
     Args:
-        train_x: Shape ``(m, k, d)``.
-        train_y: Shape ``(m, k, 1)``.
+        model: The batch model on all observations (its outcome transform, priors and bounds).
+        data: The members' replicate-reduced observations.
+        start: Initial hyperparameters, shape ``(m, 2 + d)``; non-finite rows use BoTorch's default start.
+            A warm start is clipped to the bounds.
 
     Returns:
-        ``(model, hyper, status)``: the batch model (its data, outcome transform and priors), the fitted
-        hyperparameters ``(noise, constant, lengthscale_1..d)`` of shape ``(m, 2 + d)``, and each member's
-        L-BFGS-B status, shape ``(m,)``: ``fit_gpytorch_mll`` accepts converged, or stopped at the iteration
-        limit (BoTorch's ``scipy_minimize`` reports that as STOPPED, which its default warning handler
-        accepts); any other stop makes BoTorch retry from hyperparameters sampled from the priors.
+        ``(hyper, status)``: the fitted hyperparameters ``(noise, constant, lengthscale_1..d)`` of shape
+        ``(m, 2 + d)``, and each member's L-BFGS-B status, shape ``(m,)``: ``fit_gpytorch_mll`` accepts
+        converged, or stopped at the iteration limit (BoTorch's ``scipy_minimize`` reports that as STOPPED,
+        which its default warning handler accepts); any other stop makes BoTorch retry from hyperparameters
+        sampled from the priors.
     """
-    batch = torch.Size([train_x.shape[0]])
-    model = SingleTaskGP(train_x, train_y, outcome_transform=Standardize(m=1, batch_shape=batch))
+    members = int(data.unique.shape[0])
     parameters, bounds = get_parameters_and_bounds(ExactMarginalLogLikelihood(model.likelihood, model))
     parameters = {name: p for name, p in parameters.items() if p.requires_grad}
     _check_default_model(model, tuple(parameters))
-    start = np.concatenate([p.detach().reshape(batch[0], -1).numpy() for p in parameters.values()], axis=1)
-    per_member_bounds = _per_member_bounds(parameters, bounds, batch[0])
+    default = np.concatenate([p.detach().reshape(members, -1).numpy() for p in parameters.values()], axis=1)
+    per_member_bounds = _per_member_bounds(parameters, bounds, members)
+    warm = np.all(np.isfinite(start), axis=1)
+    initial = np.where(warm[:, None], np.clip(start, per_member_bounds[:, 0], per_member_bounds[:, 1]), default)
     # Defaults equal scipy.optimize.minimize's L-BFGS-B defaults, which BoTorch's fit_gpytorch_mll uses.
     hyper, _, results = fmin_l_bfgs_b_batched(  # type: ignore[no-untyped-call]  # BoTorch leaves it unannotated
-        _NegativeMarginalLogLikelihood(model), start, bounds=per_member_bounds, pass_batch_indices=True
+        _NegativeMarginalLogLikelihood(model, data), initial, bounds=per_member_bounds, pass_batch_indices=True
     )
     status = np.array([r["status"] for r in results], dtype=np.int64)
-    return model, hyper, status
+    return np.asarray(hyper, dtype=np.float64), status
 
 
 def _per_member_bounds(
@@ -390,47 +540,87 @@ def _per_member_bounds(
 
 
 class _NegativeMarginalLogLikelihood:
-    """BoTorch's fitting loss of every member and its gradient in closed form (Rasmussen & Williams, eq. 5.9).
+    """BoTorch's fitting loss of every member and its gradient in closed form, on replicate-reduced data.
 
-    loss(σ², c, ℓ) = −[log N(ỹ | c·1, K + σ²I) + log p(σ²) + Σ_d log p(ℓ_d)] / k, with ỹ the standardised
-    scores, K_ij = exp(−½ Σ_d (x_id − x_jd)²/ℓ_d²) and the models' LogNormal priors — GPyTorch's
-    ``ExactMarginalLogLikelihood`` divided by the number of observations. With α = (K + σ²I)⁻¹(ỹ − c)
-    and W = ααᵀ − (K + σ²I)⁻¹: ∂/∂σ² = ½ tr W, ∂/∂c = Σα, ∂/∂ℓ_d = ½ Σ_ij W_ij K_ij (x_id − x_jd)²/ℓ_d³.
+    BoTorch's loss is −[log N(ỹ | c·1, K + σ²I) + log p(σ²) + Σ_d log p(ℓ_d)] / k over the k standardised
+    scores ỹ, with K_ij = exp(−½ Σ_d (x_id − x_jd)²/ℓ_d²) and the model's LogNormal priors (GPyTorch's
+    ``ExactMarginalLogLikelihood`` divided by k). On a grid, observations repeat points: let the u distinct
+    points have n_i observations each, mean ȳ_i and within-point sum of squares SS_i = Σ_j (ỹ_ij − ȳ_i)².
+    Then, exactly (Binois, Gramacy & Ludkovski 2018, "Practical heteroskedastic Gaussian process modeling for
+    large simulation experiments", JCGS 27(4): the "Woodbury" identities of its homoskedastic part; the
+    constants below are re-derived here and tested against GPyTorch on the replicated data)::
+
+        log N(ỹ | c, K + σ²I) = log N(ȳ | c, K_u + σ² N⁻¹)
+                                − (k − u)/2 · log(2πσ²) − ½ Σ_i log n_i − Σ_i SS_i / (2σ²),
+
+    with N = diag(n_i) and K_u the kernel on the distinct points. Derivation: write K = U K_u Uᵀ with U the
+    k×u incidence matrix (UᵀU = N) and split ỹ − c = U(ȳ − c) + r, r ⊥ range(U) (r holds the deviations
+    from the point means, rᵀr = Σ_i SS_i). Σ = K + σ²I maps range(U) to itself, ΣU = U(σ²I + K_u N), and is
+    σ²I on its complement (dimension k − u). Hence (ỹ − c)ᵀΣ⁻¹(ỹ − c) = rᵀr/σ² + (ȳ − c)ᵀN(σ²I + K_u N)⁻¹(ȳ − c)
+    = rᵀr/σ² + (ȳ − c)ᵀ(K_u + σ²N⁻¹)⁻¹(ȳ − c), and log det Σ = (k − u) log σ² + log det(σ²I + K_u N)
+    = (k − u) log σ² + Σ_i log n_i + log det(K_u + σ²N⁻¹); the k log 2π splits into u + (k − u). The loss is
+    therefore the same function of (σ², c, ℓ), constants included, at O(u³) instead of O(k³) per evaluation.
+
+    Gradients (Rasmussen & Williams 2006, eq. 5.9, on A = K_u + σ²N⁻¹): with α = A⁻¹(ȳ − c) and
+    W = ααᵀ − A⁻¹: ∂/∂σ² = ½ Σ_i W_ii/n_i − (k − u)/(2σ²) + Σ_i SS_i/(2σ⁴), ∂/∂c = Σα,
+    ∂/∂ℓ_d = ½ Σ_ij W_ij K_ij (x_id − x_jd)²/ℓ_d³. Padding entries (weight 0) get A_ii = 1 and no coupling,
+    residual 0: they add exactly nothing.
 
     Args:
-        model: The batch model (training data, standardised targets, priors).
+        model: The batch model (its priors).
+        data: The members' replicate-reduced observations.
     """
 
-    def __init__(self, model: SingleTaskGP) -> None:
-        x = model.train_inputs[0]
-        self._targets = model.train_targets
-        self._squared = (x[:, :, None, :] - x[:, None, :, :]) ** 2  # (m, k, k, d)
-        self._k = x.shape[-2]
-        self._eye = torch.eye(self._k, dtype=x.dtype)
+    def __init__(self, model: SingleTaskGP, data: _Replicates) -> None:
+        self._data = data
+        x = data.x
+        self._squared = (x[:, :, None, :] - x[:, None, :, :]) ** 2  # (m, u, u, d); fit_surrogate bounds m·u²
+        self._present = (data.weights > 0).to(x.dtype)
+        self._everyone = list(range(x.shape[0]))
         priors = {name: prior for name, _, prior, _, _ in gpytorch.Module.named_priors(model)}
         self._noise_prior, self._lengthscale_prior = (priors[name] for name in _PRIORS)
 
     def __call__(self, state: np.ndarray, batch_indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Loss and gradient of the members ``batch_indices`` at ``state`` (shape ``(a, 2 + d)``)."""
-        rows = torch.as_tensor(np.asarray(batch_indices, dtype=np.int64))
+        data, squared, present = self._data, self._squared, self._present
+        if list(batch_indices) != self._everyone:  # members still iterating: trim their padding
+            rows = torch.as_tensor(np.asarray(batch_indices, dtype=np.int64))
+            data = data.rows(rows)
+            width = data.x.shape[1]
+            squared, present = squared[rows, :width, :width], present[rows, :width]
         theta = torch.as_tensor(state)
         noise, constant, lengthscale = theta[:, 0], theta[:, 1], theta[:, 2:]
-        squared, targets = self._squared[rows], self._targets[rows]
+        x, weights = data.x, data.weights
         rbf = torch.exp(-0.5 * torch.einsum("aijd,ad->aij", squared, lengthscale**-2))
-        chol = torch.linalg.cholesky(rbf + noise[:, None, None] * self._eye)  # raises LinAlgError if not p.d.
-        residual = (targets - constant[:, None]).unsqueeze(-1)
+        padded = not bool(present.all())
+        if padded:  # padding entries are uncoupled from everything
+            rbf.mul_(present[:, :, None] * present[:, None, :])
+        # In-place updates of (a, u, u) blocks: at u ≈ 300 these elementwise passes cost as much as the Cholesky.
+        matrix = rbf.clone()
+        matrix.diagonal(dim1=-2, dim2=-1).add_(noise[:, None] * weights + (1.0 - present))
+        chol = torch.linalg.cholesky(matrix)  # raises LinAlgError if not p.d.
+        residual = ((data.means - constant[:, None]) * present).unsqueeze(-1)
         alpha = torch.cholesky_solve(residual, chol)
         log_det = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
+        unique = data.unique.to(x.dtype)
+        repeated = data.total - unique  # k − u
         log_likelihood = -0.5 * (
-            (residual * alpha).sum((-1, -2)) + log_det + self._k * math.log(2.0 * math.pi)
+            (residual * alpha).sum((-1, -2))
+            + log_det
+            + unique * math.log(2.0 * math.pi)
+            + repeated * torch.log(2.0 * math.pi * noise)
+            + data.log_counts
+            + data.within / noise
         )
-        w = alpha @ alpha.transpose(-1, -2) - torch.cholesky_inverse(chol)
-        grad_noise = 0.5 * torch.diagonal(w, dim1=-2, dim2=-1).sum(-1)
+        w = torch.cholesky_inverse(chol).neg_().baddbmm_(alpha, alpha.transpose(-1, -2))  # ααᵀ − A⁻¹
+        grad_noise = 0.5 * (
+            (torch.diagonal(w, dim1=-2, dim2=-1) * weights).sum(-1) - repeated / noise + data.within / noise**2
+        )
         grad_constant = alpha.squeeze(-1).sum(-1)
-        grad_lengthscale = 0.5 * torch.einsum("aij,aijd->ad", w * rbf, squared) / lengthscale**3
+        grad_lengthscale = 0.5 * torch.einsum("aij,aijd->ad", w.mul_(rbf), squared) / lengthscale**3
         prior_noise, dprior_noise = _log_normal_prior(self._noise_prior, noise)
         prior_lengthscale, dprior_lengthscale = _log_normal_prior(self._lengthscale_prior, lengthscale)
-        loss = -(log_likelihood + prior_noise + prior_lengthscale.sum(-1)) / self._k
+        loss = -(log_likelihood + prior_noise + prior_lengthscale.sum(-1)) / data.total
         grad = torch.cat(
             [
                 (grad_noise + dprior_noise)[:, None],
@@ -442,7 +632,7 @@ class _NegativeMarginalLogLikelihood:
         if not (torch.isfinite(loss).all() and torch.isfinite(grad).all()):
             # GPyTorch would raise or steer scipy elsewhere: let fit_surrogate replay that member exactly.
             raise NanError("non-finite marginal log-likelihood or gradient")
-        return loss.numpy(), (-grad / self._k).numpy()
+        return loss.numpy(), (-grad / data.total).numpy()
 
 
 def _log_normal_prior(prior: LogNormalPrior, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -492,38 +682,50 @@ def _marginal_posterior(
     offset: torch.Tensor,
     scale: torch.Tensor,
     hyper: torch.Tensor,
+    weights: torch.Tensor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Marginal posterior mean and std of every member's latent function at every grid point.
 
-    In the standardised space (Rasmussen & Williams 2006, Alg. 2.1): K = k(X, X) + σ²I = LLᵀ, α = K⁻¹(y − c),
+    In the standardised space (Rasmussen & Williams 2006, Alg. 2.1): K = k(X, X) + σ²W = LLᵀ, α = K⁻¹(y − c),
     μ(g) = c + k(g, X)α, v(g) = 1 − ‖L⁻¹k(X, g)‖²; then μ·s + m and max(v·s², min_variance) in score units, as
-    BoTorch's ``Standardize.untransform_posterior`` and GPyTorch's ``MultivariateNormal.variance`` do.
+    BoTorch's ``Standardize.untransform_posterior`` and GPyTorch's ``MultivariateNormal.variance`` do. With
+    replicate-reduced data (X the distinct points, y their mean standardised scores, W = diag(1/n_i)) this is
+    exactly the posterior given all observations: the predictive equations depend on the data only through
+    (ȳ_i, n_i) (Binois, Gramacy & Ludkovski 2018, homoskedastic part; the derivation in
+    :class:`_NegativeMarginalLogLikelihood` applied to k(X, X) + σ²I).
 
     Args:
         factors: The grid.
         train_x: Shape ``(m, k, d)``.
-        targets: Standardised scores (the model's ``train_targets``), shape ``(m, k)``.
+        targets: Standardised scores (or their means per distinct point), shape ``(m, k)``.
         offset: The ``Standardize`` means, shape ``(m,)``.
         scale: The ``Standardize`` standard deviations, shape ``(m,)``.
         hyper: Fitted ``(noise, constant, lengthscale_1..d)``, shape ``(m, 2 + d)``.
+        weights: Noise weights 1/n_i, shape ``(m, k)``; 0 marks a padding entry, which is ignored. ``None``:
+            every entry is one observation (W = I).
 
     Returns:
         ``(mean, std, factorised)``: shapes ``(m, n)``, ``(m, n)`` and ``(m,)`` (False where the Cholesky
         failed).
     """
     noise, constant, lengthscale = hyper[:, 0], hyper[:, 1], hyper[:, 2:]
+    if weights is None:
+        weights = torch.ones_like(targets)
     min_variance = gpytorch.settings.min_variance.value(torch.float64)
-    k = train_x.shape[1]
     means, stds, factorised = [], [], []
     for start in range(0, train_x.shape[0], POSTERIOR_CHUNK):
         part = slice(start, start + POSTERIOR_CHUNK)
-        x, ls = train_x[part], lengthscale[part]
+        width = int((weights[part] > 0).sum(-1).max())  # trim padding shared by the whole chunk
+        x, ls, w = train_x[part, :width], lengthscale[part], weights[part, :width]
+        present = (w > 0).to(x.dtype)
         scaled = x / ls[:, None, :]
         train_cov = torch.exp(-0.5 * ((scaled[:, :, None, :] - scaled[:, None, :, :]) ** 2).sum(-1))
-        train_cov = train_cov + noise[part, None, None] * torch.eye(k, dtype=train_cov.dtype)
+        train_cov = train_cov * (present[:, :, None] * present[:, None, :])
+        train_cov = train_cov + torch.diag_embed(noise[part, None] * w + (1.0 - present))
         chol, info = torch.linalg.cholesky_ex(train_cov)
-        alpha = torch.cholesky_solve((targets[part] - constant[part, None]).unsqueeze(-1), chol)
-        cross = factors.cross_kernel(x, ls)
+        residual = (targets[part, :width] - constant[part, None]) * present
+        alpha = torch.cholesky_solve(residual.unsqueeze(-1), chol)
+        cross = factors.cross_kernel(x, ls) * present[:, :, None]
         latent_mean = constant[part, None] + torch.bmm(alpha.transpose(1, 2), cross).squeeze(1)
         reduced = torch.linalg.solve_triangular(chol, cross, upper=False)
         latent_var = 1.0 - torch.einsum("ckn,ckn->cn", reduced, reduced)

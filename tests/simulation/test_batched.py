@@ -71,7 +71,8 @@ def sequential(plane):
 DIGITS = Path(__file__).resolve().parents[2] / "landscapes" / "digits_mlp_sigma1.7673.npz"
 #: Released (grid index, noisy score) of repeats 0-4 (seed 5, T = 8 (GP-UCB) / 6 (peaked) / 8 (uniform), C = 2,
 #: c = 0.75), recorded with the code before the engines shared one implementation (commit ff10277 + layered
-#: package); the batched engine released the same. Any change here changes docs/studies.md.
+#: package); the batched engine released the same. Unchanged by issue #15 (replicated-point reduction, warm
+#: start): both change the fits only at the optimiser's tolerance. Any change here changes docs/studies.md.
 RECORDED = {
     ("smooth", "gp"): [(287, 0.8272946358040173), (226, 0.8508363983536458), (266, 0.8870975544106853),
                        (248, 0.7961259513058646), (284, 0.842439691549218)],

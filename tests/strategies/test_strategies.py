@@ -320,7 +320,10 @@ def test_the_gpucb_docstring_example_runs() -> None:
 
 
 def test_seeded_tuner_runs_equal_the_recorded_ones() -> None:
-    """Runs of seeded searches recorded before GP-UCB's sequential and batched paths shared one implementation."""
+    """Runs of seeded searches recorded before GP-UCB's sequential and batched paths shared one implementation.
+
+    Unchanged by issue #15 (replicated-point reduction and warm start of the GP fit).
+    """
     import math
 
     from dphypo.privacy import PrivacyPlan, SearchSpec, dpsgd_rdp, geometric

@@ -82,7 +82,7 @@ def test_matches_botorchs_own_fit(k: int) -> None:
     fit = fit_surrogate(grid, idx, y, seed=np.arange(3))
     assert fit.ok.all() and not fit.refitted.any()
     for b in range(3):
-        mean, std, reason, _ = _botorch_reference(grid, idx[b], y[b], b)
+        mean, std, reason, _, _ = _botorch_reference(grid, idx[b], y[b], b)
         assert reason is None
         np.testing.assert_allclose(fit.mean[b], mean, rtol=0, atol=TOLERANCE * np.ptp(y[b]))
         np.testing.assert_allclose(fit.std[b], std, rtol=TOLERANCE)
@@ -105,7 +105,11 @@ def test_batch_members_equal_the_batch_of_one() -> None:
 
 
 def test_closed_form_loss_is_botorchs_loss_closure() -> None:
-    """Value and gradient of the loss equal BoTorch's own closure on random hyperparameters."""
+    """Value and gradient of the replicate-reduced loss equal BoTorch's own closure on all observations.
+
+    The reduced loss includes the within-point term and its constants, so it is the same function exactly,
+    not just up to a constant (issue #15).
+    """
     from botorch.models import SingleTaskGP
     from botorch.models.transforms.outcome import Standardize
     from botorch.optim.closures import BatchedNDarrayOptimizationClosure, get_loss_closure
@@ -113,8 +117,9 @@ def test_closed_form_loss_is_botorchs_loss_closure() -> None:
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     grid = _space_grid()
-    for k in (2, 9):
+    for k, points in ((2, 120), (9, 120), (40, 12)):  # the last with many replicates (40 draws from 12 points)
         idx, y = _data(grid, members=16, k=k, seed=k)
+        idx = idx % points
         x, t = torch.as_tensor(grid[idx]), torch.as_tensor(y).unsqueeze(-1)
         model = SingleTaskGP(x, t, outcome_transform=Standardize(m=1, batch_shape=torch.Size([16])))
         mll = ExactMarginalLogLikelihood(model.likelihood, model)
@@ -126,7 +131,8 @@ def test_closed_form_loss_is_botorchs_loss_closure() -> None:
         state[:, 1] = rng.normal(size=16)
         rows = list(range(0, 16, 2))
         expected_loss, expected_grad = reference(state[rows].copy(), batch_indices=rows)
-        loss, grad = surrogate._NegativeMarginalLogLikelihood(model)(state[rows], rows)
+        data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
+        loss, grad = surrogate._NegativeMarginalLogLikelihood(model, data)(state[rows], rows)
         np.testing.assert_allclose(loss, expected_loss, rtol=1e-12)
         np.testing.assert_allclose(grad, expected_grad, rtol=1e-9, atol=1e-12)
 
@@ -138,7 +144,7 @@ def test_grids_that_are_not_a_product_in_c_order_are_handled() -> None:
     assert GridFactors(grid).is_product and not factors.is_product
     idx, y = _data(shuffled, members=2, k=5, seed=1)
     fit = fit_surrogate(factors, idx, y, seed=np.arange(2))
-    mean, std, _, _ = _botorch_reference(shuffled, idx[0], y[0], 0)
+    mean, std, _, _, _ = _botorch_reference(shuffled, idx[0], y[0], 0)
     np.testing.assert_allclose(fit.mean[0], mean, rtol=0, atol=TOLERANCE * np.ptp(y[0]))
     np.testing.assert_allclose(fit.std[0], std, rtol=TOLERANCE)
 
@@ -162,10 +168,10 @@ def test_a_member_whose_evaluation_raises_does_not_break_the_others(monkeypatch)
     bad_row = y[5].copy()
     original = surrogate._fit_and_predict
 
-    def raising(factors, part_idx, part_y):
+    def raising(factors, part_idx, part_y, start):
         if any(np.array_equal(row, bad_row) for row in part_y):
             raise NotPSDError("injected")
-        return original(factors, part_idx, part_y)
+        return original(factors, part_idx, part_y, start)
 
     monkeypatch.setattr(surrogate, "_fit_and_predict", raising)
     fit = fit_surrogate(grid, idx, y, seed=np.arange(9))
@@ -180,16 +186,16 @@ def test_members_that_botorch_would_retry_go_through_botorch(monkeypatch) -> Non
     idx, y = _data(grid, members=6, k=4, seed=4)
     original = surrogate._fit_lockstep
 
-    def failing_two(train_x, train_y):
-        model, hyper, status = original(train_x, train_y)
+    def failing_two(model, data, start):
+        hyper, status = original(model, data, start)
         status[[1, 4]] = 2
-        return model, hyper, status
+        return hyper, status
 
     monkeypatch.setattr(surrogate, "_fit_lockstep", failing_two)
     fit = fit_surrogate(grid, idx, y, seed=np.arange(6) + 7)
     assert fit.refitted.tolist() == [False, True, False, False, True, False]
     for b in (1, 4):
-        mean, std, _, _ = _botorch_reference(grid, idx[b], y[b], b + 7)
+        mean, std, _, _, _ = _botorch_reference(grid, idx[b], y[b], b + 7)
         np.testing.assert_array_equal(fit.mean[b], mean)
         np.testing.assert_array_equal(fit.std[b], std)
 
@@ -197,9 +203,9 @@ def test_members_that_botorch_would_retry_go_through_botorch(monkeypatch) -> Non
 def _retry_everyone(monkeypatch: pytest.MonkeyPatch) -> None:
     original = surrogate._fit_lockstep
 
-    def never_accepted(train_x, train_y):
-        model, hyper, status = original(train_x, train_y)
-        return model, hyper, np.full_like(status, 2)
+    def never_accepted(model, data, start):
+        hyper, status = original(model, data, start)
+        return hyper, np.full_like(status, 2)
 
     monkeypatch.setattr(surrogate, "_fit_lockstep", never_accepted)
 
@@ -305,10 +311,10 @@ def test_duplicate_observations_fit() -> None:
 
 
 def test_non_finite_posterior_reports_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    def nan_predict(factors, idx, y):
+    def nan_predict(factors, idx, y, start):
         n = factors.grid.shape[0]
         ones = np.ones(idx.shape[0], dtype=bool)
-        return np.full((idx.shape[0], n), np.nan), np.ones((idx.shape[0], n)), ones, ~ones
+        return np.full((idx.shape[0], n), np.nan), np.ones((idx.shape[0], n)), ones, ~ones, start
 
     monkeypatch.setattr(surrogate, "_fit_and_predict", nan_predict)
     fit = fit_surrogate(_grid(5, 5), [0, 12, 24], [0.1, 0.5, 0.2], seed=0)
@@ -331,3 +337,120 @@ def test_non_finite_posterior_reports_failure(monkeypatch: pytest.MonkeyPatch) -
 def test_invalid_arguments_raise(grid: np.ndarray, indices: list, scores: list, seed: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         fit_surrogate(grid, indices, scores, seed=seed)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------- replicated points (issue #15)
+def _replicated(members: int, k: int, points: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """k observations per member drawn from the first ``points`` grid points (many replicates)."""
+    grid = _space_grid()
+    idx = _data(grid, members=members, k=k, seed=seed)[0] % points
+    return grid, idx, _bump(grid[idx]) + 0.03 * np.random.default_rng(seed + 1).normal(size=idx.shape)
+
+
+def _model(grid: np.ndarray, idx: np.ndarray, y: np.ndarray):
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms.outcome import Standardize
+
+    x, t = torch.as_tensor(grid[idx]), torch.as_tensor(y).unsqueeze(-1)
+    return SingleTaskGP(x, t, outcome_transform=Standardize(m=1, batch_shape=torch.Size([idx.shape[0]])))
+
+
+def test_replicated_likelihood_factorises_exactly() -> None:
+    """log N(ỹ | c, K + σ²I) = log N(ȳ | c, K_u + σ²N⁻¹) − (k−u)/2·log 2πσ² − ½Σ log n_i − ΣSS_i/(2σ²)."""
+    from torch.distributions import MultivariateNormal
+
+    grid, idx, y = _replicated(members=3, k=30, points=7, seed=5)
+    model = _model(grid, idx, y)
+    data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
+    noise, constant, lengthscale = 0.07, 0.2, torch.tensor([0.3, 0.6], dtype=torch.float64)
+    for b in range(3):
+        x, targets = torch.as_tensor(grid[idx[b]]), model.train_targets[b]
+        k_full = torch.exp(-0.5 * (((x[:, None] - x[None]) / lengthscale) ** 2).sum(-1))
+        eye = torch.eye(30, dtype=torch.float64)
+        full = MultivariateNormal(torch.full((30,), constant, dtype=torch.float64), k_full + noise * eye)
+        u = int(data.unique[b])
+        xu, means, weights = data.x[b, :u], data.means[b, :u], data.weights[b, :u]
+        k_u = torch.exp(-0.5 * (((xu[:, None] - xu[None]) / lengthscale) ** 2).sum(-1))
+        reduced = MultivariateNormal(torch.full((u,), constant, dtype=torch.float64), k_u + torch.diag(noise * weights))
+        n = np.bincount(idx[b])
+        n = n[n > 0]
+        groups = [targets.numpy()[idx[b] == i] for i in np.unique(idx[b])]
+        ybar = np.array([group.mean() for group in groups])
+        within = sum(((group - group.mean()) ** 2).sum() for group in groups)
+        assert u == n.size < 30 and np.allclose(means.numpy(), ybar) and np.allclose(weights.numpy(), 1 / n)
+        assert float(data.within[b]) == pytest.approx(within, rel=1e-12)
+        constant_term = -(30 - u) / 2 * np.log(2 * np.pi * noise) - 0.5 * np.log(n).sum() - within / (2 * noise)
+        assert float(full.log_prob(targets)) == pytest.approx(float(reduced.log_prob(means)) + constant_term, rel=1e-12)
+
+
+def test_replicated_loss_and_gradient_equal_botorchs_mll_on_all_observations() -> None:
+    """The reduced loss is ExactMarginalLogLikelihood (+ priors, / k) on the replicated data, gradient included."""
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    grid, idx, y = _replicated(members=4, k=50, points=9, seed=6)
+    model = _model(grid, idx, y)
+    data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
+    loss = surrogate._NegativeMarginalLogLikelihood(model, data)
+    state = np.array([[0.05, 0.1, 0.4, 0.8], [0.3, -0.2, 0.2, 1.5], [1e-3, 0.0, 1.0, 0.1], [0.02, 0.5, 0.7, 0.7]])
+    value, grad = loss(state, [0, 1, 2, 3])
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    mll.train()
+    theta = torch.as_tensor(state)
+    # The raw parameters are the hyperparameters themselves (BoTorch bounds them, no transform).
+    with torch.no_grad():
+        model.likelihood.noise_covar.raw_noise.copy_(theta[:, :1])
+        model.mean_module.raw_constant.copy_(theta[:, 1])
+        model.covar_module.raw_lengthscale.copy_(theta[:, None, 2:])
+    full = -mll(model(*model.train_inputs), model.train_targets)  # divided by k, priors included
+    full.sum().backward()
+    np.testing.assert_allclose(value, full.detach().numpy(), rtol=1e-11)
+    raw = [model.likelihood.noise_covar.raw_noise, model.mean_module.raw_constant, model.covar_module.raw_lengthscale]
+    expected_grad = np.concatenate([p.grad.reshape(4, -1).numpy() for p in raw], axis=1)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-8, atol=1e-12)
+
+
+def test_replicated_posterior_equals_the_full_data_posterior() -> None:
+    """At the same hyperparameters the reduced posterior is the posterior given all observations (round-off)."""
+    grid, idx, y = _replicated(members=5, k=40, points=15, seed=7)
+    factors = GridFactors(grid)
+    model = _model(grid, idx, y)
+    data = surrogate._Replicates.of(factors, idx, model.train_targets)
+    transform = model.outcome_transform
+    offset, scale = transform.means.reshape(-1), transform.stdvs.reshape(-1)
+    hyper = torch.tensor([[0.05, 0.1, 0.3, 0.5]] * 5, dtype=torch.float64) * torch.linspace(0.5, 2, 5)[:, None]
+    train_x = factors.grid[torch.as_tensor(idx)]
+    full = surrogate._marginal_posterior(factors, train_x, model.train_targets, offset, scale, hyper)
+    reduced = surrogate._marginal_posterior(factors, data.x, data.means, offset, scale, hyper, data.weights)
+    assert full[2].all() and reduced[2].all()
+    np.testing.assert_allclose(reduced[0], full[0], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(reduced[1], full[1], rtol=1e-9)
+
+
+def test_replicated_members_of_a_padded_batch_equal_the_batch_of_one() -> None:
+    """Members with different numbers of distinct points (padded in one batch) fit as they do alone."""
+    grid, idx, y = _replicated(members=6, k=30, points=40, seed=8)
+    idx[1] %= 5  # far fewer distinct points than the others
+    idx[4] %= 12
+    batch = fit_surrogate(grid, idx, y, seed=np.arange(6))
+    assert batch.ok.all() and batch.hyper.shape == (6, 4)
+    for b in range(6):
+        alone = fit_surrogate(grid, idx[b], y[b], seed=b)
+        np.testing.assert_allclose(batch.mean[b], alone.mean, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(batch.std[b], alone.std, rtol=1e-6)
+
+
+def test_warm_start_reaches_the_same_fit() -> None:
+    """Started from the previous step's hyperparameters, the fit ends at the same optimum (optimiser tolerance)."""
+    grid, idx, y = _replicated(members=4, k=60, points=60, seed=9)
+    previous = fit_surrogate(grid, idx[:, :-1], y[:, :-1], seed=np.arange(4))
+    cold = fit_surrogate(grid, idx, y, seed=np.arange(4))
+    warm = fit_surrogate(grid, idx, y, seed=np.arange(4), start=previous.hyper)
+    assert warm.ok.all() and cold.ok.all()
+    np.testing.assert_allclose(warm.mean, cold.mean, rtol=0, atol=3e-3 * np.ptp(y))
+    np.testing.assert_allclose(warm.hyper, cold.hyper, rtol=0.05)
+    again = fit_surrogate(grid, idx, y, seed=np.arange(4), start=previous.hyper)
+    assert np.array_equal(again.mean, warm.mean) and np.array_equal(again.hyper, warm.hyper)  # deterministic
+    unset = fit_surrogate(grid, idx, y, seed=np.arange(4), start=np.full(4, np.nan))
+    assert np.array_equal(unset.mean, cold.mean)  # a non-finite start is BoTorch's default start
+    with pytest.raises(ValueError, match="start"):
+        fit_surrogate(grid, idx, y, seed=np.arange(4), start=np.zeros(3))
