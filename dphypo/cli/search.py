@@ -26,7 +26,9 @@ def tune_command(
     model: ModelOpt = None,
     lr_grid: LrGridOpt = None,
     clip_grid: ClipGridOpt = None,
-    strategy: Annotated[str, typer.Option("--strategy", help="gp (DP-HyPO) or uniform.")] = "gp",
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="uniform (default: it beats gp at equal total ε at this budget, docs/studies.md) or gp "
+        "(DP-HyPO GP-UCB).")] = "uniform",
     runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
     gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
