@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
 import pytest
 
+from tests._names import resolve
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([ROOT / "README.md", ROOT / "landscapes" / "README.md", *(ROOT / "docs").rglob("*.md")])
 #: A dotted dphypo name inside backticks, e.g. `dphypo.search.loop.projected_density` (trailing "()" allowed).
 NAME = re.compile(r"`(dphypo(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\(\))?`")
-
-
-def _resolve(dotted: str) -> object:
-    """Import the longest importable prefix of ``dotted`` and walk the rest as attributes."""
-    parts = dotted.split(".")
-    for end in range(len(parts), 0, -1):
-        try:
-            obj: object = importlib.import_module(".".join(parts[:end]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[end:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(dotted)
 
 
 def _references() -> list[tuple[str, str]]:
@@ -39,7 +26,7 @@ def test_the_docs_mention_dphypo_names() -> None:
 @pytest.mark.parametrize(("doc", "name"), _references())
 def test_a_name_the_docs_mention_exists(doc: str, name: str) -> None:
     try:
-        _resolve(name)
+        resolve(name)
     except (ImportError, AttributeError) as exc:
         pytest.fail(f"{doc} mentions `{name}`, which does not exist ({exc})")
 

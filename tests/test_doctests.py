@@ -7,10 +7,11 @@ adding it, as a strict xfail, so the entry fails (and must be removed) as soon a
 from __future__ import annotations
 
 import doctest
-import importlib
 import os
 
 import pytest
+
+from tests._names import resolve
 
 #: Objects whose docstring must carry a runnable ``Example:`` (module path, attribute path).
 OBJECTS: tuple[str, ...] = (
@@ -25,20 +26,6 @@ OBJECTS: tuple[str, ...] = (
 PENDING: dict[str, str] = {}
 
 
-def _resolve(dotted: str) -> object:
-    """Import the longest importable module prefix of ``dotted`` and walk the remaining attributes."""
-    parts = dotted.split(".")
-    for end in range(len(parts), 0, -1):
-        try:
-            obj: object = importlib.import_module(".".join(parts[:end]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[end:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(f"cannot import any prefix of {dotted!r}")
-
-
 def _params() -> list[object]:
     return [
         pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=f"example pending: {PENDING[name]}"))
@@ -51,7 +38,7 @@ def _params() -> list[object]:
 @pytest.mark.parametrize("name", _params())
 def test_example_runs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
-    obj = _resolve(name)
+    obj = resolve(name)
     doc = getattr(obj, "__doc__", None) or ""
     assert "Example:" in doc or "Examples:" in doc, f"{name} has no Example: block in its docstring"
     tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs={})
