@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dphypo.strategies import Scale, Strategy
 
 #: Order of the commands in ``dphypo --help``: the workflow (search, publish, account, then research tools).
-COMMAND_ORDER = ("tune", "release", "account", "calibrate", "landscape", "simulate", "plot")
+COMMAND_ORDER = ("tune", "release", "account", "calibrate", "landscape", "simulate", "plan", "plot")
 
 #: Width of a console that is not a terminal (piped, redirected): wide enough that no cell is ever cut.
 PIPE_WIDTH = 10_000
@@ -268,17 +268,34 @@ def parse_scale(name: str) -> Scale:
     return name
 
 
-def make_strategy(name: str, *, C: float = 2.0, c: float = 0.75, tau: float = 0.1, beta: float = 1.0,
-                  scale: str = "standardized") -> Strategy:
-    """The strategy a ``--strategy`` name selects.
+#: ``--strategy`` names: uniform search, GP-UCB softmax (DP-HyPO), the GP top-set rule (c derived from C).
+STRATEGY_NAMES = ("uniform", "gp", "top-set")
 
-    ``"gp"`` → ``GPUCB(C, c, tau, beta, scale)``, ``"uniform"`` → ``Uniform()`` (C = c = 1 whatever ``C``, ``c``
-    say: a uniform search never adapts).
+
+def make_strategy(
+    name: str,
+    *,
+    C: float = 2.0,
+    c: float = 0.75,
+    tau: float = 0.1,
+    beta: float = 1.0,
+    scale: str = "standardized",
+    top_mass: float = 0.05,
+    tolerance: float = 0.5,
+    refit_growth: float = 0.1,
+) -> Strategy:
+    """The strategy a ``--strategy`` name selects (the one parser of strategy names in the CLI).
+
+    ``"gp"`` → ``GPUCB(C, c, tau, beta, scale, refit_growth)``; ``"top-set"`` → ``GPTopSet(C, top_mass,
+    tolerance, refit_growth)`` (its c follows from C and ``top_mass``; ``c`` is not used); ``"uniform"`` →
+    ``Uniform()`` (C = c = 1 whatever ``C``, ``c`` say: a uniform search never adapts).
     """
-    from dphypo.strategies import GPUCB, Uniform
+    from dphypo.strategies import GPUCB, GPTopSet, Uniform
 
     if name == "uniform":
         return Uniform()
     if name == "gp":
-        return GPUCB(C=C, c=c, tau=tau, beta=beta, scale=parse_scale(scale))
-    raise ValueError(f"strategy must be 'gp' or 'uniform', got {name!r}")
+        return GPUCB(C=C, c=c, tau=tau, beta=beta, scale=parse_scale(scale), refit_growth=refit_growth)
+    if name == "top-set":
+        return GPTopSet(C=C, top_mass=top_mass, tolerance=tolerance, refit_growth=refit_growth)
+    raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from dphypo.cli import journal, plot, privacy, search, simulate  # noqa: F401  (registers the commands)
+from dphypo.cli import journal, plan, plot, privacy, search, simulate  # noqa: F401  (registers the commands)
 from dphypo.cli.common import app
 from dphypo.exceptions import DphypoError
 

@@ -4,6 +4,11 @@ With ``--epsilon E`` and several ``--landscape`` (the members of one landscape f
 :mod:`dphypo.simulation.family`), the comparison is at equal total ε: every arm calibrates its own σ for total ε = E
 (:func:`dphypo.simulation.equal_epsilon.arm_sigma`: its run count, its C and c) and runs on the family's landscape at
 that σ.
+
+``--strategy top-set`` is :class:`~dphypo.strategies.GPTopSet` (outputs name it ``gp-top-set``): C from ``--C`` (or
+each ``--bounds`` / ``--sweep table2`` row), c derived from C and ``--top-mass`` p, c = (1 − C·p)/(1 − p)
+(:func:`dphypo.density.lower_bound_for_top_mass`); every cell simulates and accounts exactly that (C, c)
+(:func:`dphypo.simulation.studies.cell_strategy`).
 """
 
 from __future__ import annotations
@@ -15,13 +20,22 @@ from typing import TYPE_CHECKING, Annotated, TypeGuard
 import typer
 from rich.table import Table
 
-from dphypo.cli.common import JsonOpt, LowerOpt, UpperOpt, _emit, app, option_names, out_console, parse_scale
+from dphypo.cli.common import (
+    DEFAULT_LOWER_C,
+    STRATEGY_NAMES,
+    JsonOpt,
+    UpperOpt,
+    _emit,
+    app,
+    make_strategy,
+    option_names,
+    out_console,
+)
 
 if TYPE_CHECKING:
     from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.simulate import Engine
     from dphypo.simulation.studies import Setting, StudyResult
-    from dphypo.strategies import Strategy
 
 SWEEPS = ("table1", "table2")
 
@@ -31,36 +45,42 @@ OPTION_NAMES = {
     "tau": "--tau", "beta": "--beta", "scale": "--scale", "runs": "--runs", "theta": "--theta", "gamma": "--gamma",
     "mean": "--mean", "bounds": "--bounds", "gp-repeats": "--gp-repeats", "sweep": "--sweep", "engine": "--engine",
     "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
-    "fixed T": "--fixed-T", "epsilon": "--epsilon",
+    "fixed T": "--fixed-T", "epsilon": "--epsilon", "top_mass": "--top-mass", "tolerance": "--tolerance",
+    "refit_growth": "--refit-growth",
 }
 
 
-def _strategy(name: str, tau: float, beta: float, scale: str) -> Strategy:
-    from dphypo.strategies import GPUCB, Uniform
+def _bounds(
+    texts: list[str] | None, sweep: str | None, C: float, c: float | None, takes_c: bool
+) -> list[tuple[float, float | None]]:
+    """``--bounds C:c`` pairs, the Table-2 sweep (c = 1/C), or the single ``--C/--c``.
 
-    if name == "uniform":
-        return Uniform()
-    if name == "gp":
-        return GPUCB(tau=tau, beta=beta, scale=parse_scale(scale))
-    raise ValueError(f"strategy must be 'uniform' or 'gp', got {name!r}")
-
-
-def _bounds(texts: list[str] | None, sweep: str | None, C: float, c: float) -> list[tuple[float, float]]:
-    """``--bounds C:c`` pairs, the Table-2 sweep (c = 1/C), or the single ``--C/--c``."""
+    Without a gp arm (``takes_c`` False) no row carries a c: a top-set arm derives its own, so ``--bounds`` is
+    ``C`` alone and a ``C:c`` is refused (the c would be silently ignored).
+    """
     from dphypo.simulation.studies import TABLE2_UPPER_BOUNDS
 
     if texts:
-        pairs: list[tuple[float, float]] = []
+        pairs: list[tuple[float, float | None]] = []
         for text in texts:
+            parts = text.split(":")
             try:
-                upper, lower = (float(x) for x in text.split(":"))
+                values = [float(x) for x in parts]
             except ValueError as exc:
                 raise ValueError(f"bounds must look like C:c (e.g. 1.25:0.8), got {text!r}") from exc
-            pairs.append((upper, lower))
+            if takes_c and len(values) == 2:
+                pairs.append((values[0], values[1]))
+            elif not takes_c and len(values) == 1:
+                pairs.append((values[0], None))
+            elif takes_c:
+                raise ValueError(f"bounds must look like C:c (e.g. 1.25:0.8), got {text!r}")
+            else:
+                raise ValueError(f"--bounds takes C alone for --strategy top-set (its c follows from C: c = "
+                                 f"(1 - C p)/(1 - p), p = --top-mass), got {text!r}")
         return pairs
     if sweep == "table2":
-        return [(upper, 1.0 / upper) for upper in TABLE2_UPPER_BOUNDS]
-    return [(C, c)]
+        return [(upper, 1.0 / upper if takes_c else None) for upper in TABLE2_UPPER_BOUNDS]
+    return [(C, (DEFAULT_LOWER_C if c is None else c) if takes_c else None)]
 
 
 def _adaptive_repeats(texts: list[str] | None) -> dict[float, int]:
@@ -78,7 +98,7 @@ def _adaptive_repeats(texts: list[str] | None) -> dict[float, int]:
 
 def _settings(
     fixed_T: str | None, runs: str | None, theta: float | None, gamma: list[float] | None, mean: float | None,
-    sweep: str | None, bounds: list[tuple[float, float]], overrides: dict[float, int], any_adaptive: bool,
+    sweep: str | None, bounds: list[tuple[float, float | None]], overrides: dict[float, int], any_adaptive: bool,
 ) -> tuple[Setting, ...]:
     from dphypo.privacy import make_run_count
     from dphypo.simulation.studies import TABLE1_GAMMAS, fixed_T_settings, parse_T_values, run_count_settings
@@ -118,7 +138,13 @@ def simulate_command(
         ),
     ],
     strategy: Annotated[
-        list[str], typer.Option("--strategy", help="uniform or gp; repeat the option to compare several.")
+        list[str],
+        typer.Option(
+            "--strategy",
+            help="uniform, gp (GP-UCB softmax, C and c from --C/--c) or top-set (GP top-set rule: C·π⁰ on the "
+            "points most likely near the best; C from --C, c derived from C and --top-mass); repeat the option to "
+            "compare several.",
+        ),
     ],
     gp_landscape: Annotated[
         str | None,
@@ -153,11 +179,16 @@ def simulate_command(
         typer.Option(
             "--sweep",
             help="table1: geometric γ ∈ {0.001,...,0.03} (DP-HyPO Table 1); "
-            "table2: C ∈ {1.25, 1.33, 1.5}, c = 1/C (Table 2, black box).",
+            "table2: C ∈ {1.25, 1.33, 1.5}, c = 1/C (Table 2, black box; a top-set arm derives its c).",
         ),
     ] = None,
     bounds: Annotated[
-        list[str] | None, typer.Option("--bounds", help="C:c of the GP arm; repeat for one row per pair.")
+        list[str] | None,
+        typer.Option(
+            "--bounds",
+            help="C:c of the gp arm (a top-set arm takes the C and derives its c; C alone when every adaptive arm "
+            "is top-set); repeat for one row per pair.",
+        ),
     ] = None,
     repeats: Annotated[
         int, typer.Option("--repeats", help="Independent searches per strategy and row.")
@@ -171,7 +202,30 @@ def simulate_command(
         ),
     ] = None,
     C: UpperOpt = 2.0,
-    c: LowerOpt = 0.75,
+    c: Annotated[
+        float | None,
+        typer.Option(
+            "--c",
+            help="Lower density-ratio bound c ∈ (0, 1] of the gp arm (default 0.75). Not for top-set, which "
+            "derives c = (1 − C·p)/(1 − p) from --C and --top-mass p.",
+        ),
+    ] = None,
+    top_mass: Annotated[
+        float,
+        typer.Option("--top-mass", help="top-set: prior mass p ∈ (0, 1/C) of the favoured set (fixes its c)."),
+    ] = 0.05,
+    tolerance: Annotated[
+        float,
+        typer.Option("--tolerance", help="top-set: how far below the best counts as near, in score std units."),
+    ] = 0.5,
+    refit_growth: Annotated[
+        float,
+        typer.Option(
+            "--refit-growth",
+            help="gp, top-set: refit the GP's hyperparameters once a search's observations grew by this fraction "
+            "since its last fit, conditioning the fitted GP exactly in between (0: refit every step, DP-HyPO).",
+        ),
+    ] = 0.1,
     tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ (s = μ + τσ).")] = 0.1,
     beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
     scale: Annotated[
@@ -218,7 +272,8 @@ def _simulate(
     landscape: list[str], strategy: list[str], gp_landscape: str | None, epsilon: float | None,
     fixed_T: str | None, runs: str | None,
     theta: float | None, gamma: list[float] | None, mean: float | None, sweep: str | None, bounds: list[str] | None,
-    repeats: int, gp_repeats: list[str] | None, C: float, c: float, tau: float, beta: float, scale: str,
+    repeats: int, gp_repeats: list[str] | None, C: float, c: float | None, top_mass: float, tolerance: float,
+    refit_growth: float, tau: float, beta: float, scale: str,
     delta: float, seed: int, workers: int | None, engine: str, batch: int, executor: str | None,
     address: str | None, table: bool, table_out: str | None, as_json: bool,
 ) -> None:
@@ -232,17 +287,27 @@ def _simulate(
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if gp_landscape is not None and all(name == "uniform" for name in strategy):
         raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
+    # Rows carry a c unless every adaptive arm is top-set (gp takes the row's c, top-set derives its own).
+    takes_c = "gp" in strategy or "top-set" not in strategy
+    if c is not None and not takes_c:
+        raise ValueError("--c is not used by --strategy top-set: its c follows from --C and --top-mass p, "
+                         "c = (1 - C p)/(1 - p); drop --c (or add --strategy gp, which takes it)")
+    for name in strategy:  # an unknown name fails before any file is read
+        if name not in STRATEGY_NAMES:
+            raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")
+    pairs = _bounds(bounds, sweep, C, c, takes_c)
     family = _check_landscapes(landscape, gp_landscape, epsilon, fixed_T)
     arm_landscape: str | tuple[str, ...] = landscape[0] if family is None else tuple(landscape)
     if table_out is not None:  # the output directory must exist (or be creatable) before any simulation runs
         Path(table_out).parent.mkdir(parents=True, exist_ok=True)
     arms: list[ArmSpec] = []
     for name in strategy:
-        arm_strategy = _strategy(name, tau, beta, scale)
+        # a top-set arm is built at its first row's C (each row gives it its own C: studies.cell_strategy)
+        arm_strategy = make_strategy(name, C=pairs[0][0], tau=tau, beta=beta, scale=scale, top_mass=top_mass,
+                                     tolerance=tolerance, refit_growth=refit_growth)
         arms.append(ArmSpec(name, arm_strategy,
                             gp_landscape if (gp_landscape and name != "uniform") else arm_landscape))
     any_adaptive = any(a.adaptive for a in arms)
-    pairs = _bounds(bounds, sweep, C, c)
     settings = _settings(
         fixed_T, runs, theta, gamma, mean, sweep, pairs, _adaptive_repeats(gp_repeats), any_adaptive
     )
@@ -291,8 +356,10 @@ def _simulate(
         "direction": _direction(landscape[0]),
         "epsilon_target": epsilon,
         "family_sigmas": None if family is None else list(family.sigmas),
-        "C": pairs[0][0] if len(pairs) == 1 else None,
-        "c": pairs[0][1] if len(pairs) == 1 else None,
+        **_payload_bounds(pairs, result),
+        "top_mass": top_mass,
+        "tolerance": tolerance,
+        "refit_growth": refit_growth,
         "tau": tau,
         "beta": beta,
         "scale": scale,
@@ -305,6 +372,17 @@ def _simulate(
         out_console().print(_grid_table(result))
     else:
         out_console().print(_long_table(result, landscape[0] if family is None else " + ".join(landscape)))
+
+
+def _payload_bounds(pairs: list[tuple[float, float | None]], result: StudyResult) -> dict[str, float | None]:
+    """The run's single (C, c) for the JSON payload (``None`` with several rows); a derived c when no row has one."""
+    if len(pairs) != 1:
+        return {"C": None, "c": None}
+    C, c = pairs[0]
+    if c is None:  # every adaptive arm is top-set: its one derived c (the cells report it too)
+        derived = {cell.c for cell in result.cells if cell.arm.adaptive}
+        c = derived.pop() if len(derived) == 1 else None
+    return {"C": C, "c": c}
 
 
 def _check_landscapes(

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dphypo.cli.common import _report_table, out_console
+from dphypo.cli.common import _report_table, make_strategy, out_console
 
 if TYPE_CHECKING:
     from dphypo.api import SubsampledTuning
@@ -100,7 +100,6 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
     from dphypo.search.tuner import SearchResult
     from dphypo.simulation.builder import paper_grid, parse_grid
     from dphypo.space import Grid, SearchSpace
-    from dphypo.strategies import GPUCB, Uniform
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
 
     o = opts.copy()
@@ -129,7 +128,7 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
 
     training = DPSGD(batch_size=o["batch_size"], epochs=o["epochs"], n_train=n_train, n_val=n_val,
                      score_noise=count_noise, secure_mode=o["secure_mode"])
-    strategy: Strategy = GPUCB(C=C, c=c, tau=o["tau"], beta=o["beta"]) if o["strategy"] == "gp" else Uniform()
+    strategy = make_strategy(o["strategy"], C=C, c=c, tau=o["tau"], beta=o["beta"])
     objective = DPSGDObjective(o["dataset"], model, data_dir=o["data_dir"])  # trains under run.plan
     console = Console(stderr=True)
     started = time.perf_counter()
@@ -227,6 +226,8 @@ def _check_options_and_paths(o: TuneOptions) -> tuple[float, float]:
     if o["score_noise"] is not None:
         raise ValueError("--score-noise was renamed --score-noise-accuracy (the std of the noise on the validation "
                          "accuracy; dphypo.tune's score_noise is the same noise in counts, i.e. times n_val)")
+    if o["strategy"] not in ("uniform", "gp"):  # before any data is read (top-set: dphypo simulate / dphypo.tune)
+        raise ValueError(f"--strategy must be 'uniform' or 'gp', got {o['strategy']!r}")
     if o["strategy"] == "uniform" and (o["C"], o["c"]) not in ((None, None), (1.0, 1.0)):
         raise ValueError("--strategy uniform never adapts (C = c = 1 is what it is accounted with): drop --C/--c, "
                          "or use --strategy gp")

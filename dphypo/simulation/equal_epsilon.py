@@ -21,7 +21,8 @@ calibration's tolerance. Because of the profile bounds, a uniform arm's σ is sm
 would give (digits, ε = 8, E[T] = 20: 1.1143 instead of the shipped 1.2226).
 
 :func:`run_equal_epsilon_study` runs a study (:class:`dphypo.simulation.studies.StudyConfig` with ``epsilon``)
-whose every cell is on ``family.at(arm_sigma(...))`` for its own run count and C, c (:func:`cell_landscapes`).
+whose every cell is on ``family.at(arm_sigma(...))`` for its own run count and C, c (:func:`cell_landscapes`; the
+cell's C, c are :func:`dphypo.simulation.studies.cell_bounds`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dphypo.simulation.studies import (
     CellLandscape,
     StudyConfig,
     StudyResult,
+    cell_bounds,
     plan_from_metadata,
     plan_profile,
     run_study,
@@ -176,8 +178,9 @@ def _calibrate(
 def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]:
     """Every cell's landscape in an equal-ε study: its arm's family at the σ its search needs for the total ε.
 
-    A uniform arm is calibrated with C = c = 1, an adaptive arm with its row's C, c (as
-    :func:`~dphypo.simulation.studies.run_study` simulates and accounts them).
+    Every cell is calibrated with :func:`~dphypo.simulation.studies.cell_bounds`, the very (C, c)
+    :func:`~dphypo.simulation.studies.run_study` simulates and accounts it with: C = c = 1 for a uniform arm, the
+    row's C, c for GP-UCB (the arm's own when the row has none), the row's C with the derived c for GPTopSet.
 
     Args:
         config: An equal-ε study (``config.epsilon`` set, every arm on a family, every row a run count).
@@ -203,7 +206,7 @@ def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]
         for arm in config.arms:
             assert isinstance(arm.landscape, tuple)
             family = families[arm.landscape]
-            C, c = (setting.C, setting.c) if arm.adaptive else (1.0, 1.0)
+            C, c = cell_bounds(setting, arm)
             where = f"arm {arm.label!r} in setting {setting.label!r} ({setting.describe_runs()}, C={C:g}, c={c:g})"
             try:
                 calibration = arm_calibration(config.epsilon, config.delta, setting.run_count, C, c,

@@ -18,9 +18,16 @@ The total ε of an arm is what :func:`dphypo.privacy.account` reports for the se
 sizes from :func:`dphypo.train.load_dataset`). A uniform arm (C = c = 1) is also accounted with the
 privacy-profile bounds of Koskela, Redberg & Wang 2024 (the plan's :meth:`dphypo.train.DPSGDPlan.profile`, as
 ``dphypo tune`` and :func:`dphypo.simulation.equal_epsilon.arm_sigma` do), the accountant reporting the smallest
-valid bound; no profile bound is proven for C > c, so adaptive arms are RDP only. Uniform arms are always
-simulated and accounted with C = c = 1 (a uniform search is the non-adaptive special case; its density is the
-prior whatever C, c are).
+valid bound; no profile bound is proven for C > c, so adaptive arms are RDP only.
+
+Which (C, c) a cell uses is decided in one place, :func:`cell_strategy` (:func:`cell_bounds`), for
+:func:`run_study` and the equal-ε calibration alike: the cell simulates a strategy object whose *own* (C, c) are
+the bounds it projects every density onto and is accounted with. Uniform arms: C = c = 1 whatever the row says (the
+non-adaptive special case; its density is the prior). A row without bounds (``Setting.C = c = None``, the default):
+each adaptive arm's own strategy, bounds included. A row with bounds gives them to the arm's strategy: GP-UCB
+takes the row's C and c (Table 2 sweeps C with c = 1/C); a strategy that derives c from C
+(:class:`~dphypo.strategies.GPTopSet`, c = (1 − C·p)/(1 − p) for its top mass p) takes the row's C and re-derives
+its c, the row's c playing no part for it. Every cell reports the (C, c) it really used.
 
 An equal-ε study (:attr:`StudyConfig.epsilon` set; every arm's landscape a landscape family, given as the tuple of
 its member files, :func:`dphypo.simulation.family.load_family`) runs every cell on ``family.at(σ)`` with σ the
@@ -33,6 +40,7 @@ only runs the cells on the landscapes it is given.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -46,7 +54,7 @@ from dphypo.search.execution import Executor, executor_scope
 from dphypo.simulation.landscapes import Landscape
 from dphypo.simulation.simulate import ENGINES, ArmResult, Engine, mean_ci95, simulate
 from dphypo.simulation.synthetic import resolve_landscape
-from dphypo.strategies import Strategy, Uniform
+from dphypo.strategies import Strategy, Uniform, density_bounds
 from dphypo.train.plan import DPSGDPlan
 
 if TYPE_CHECKING:
@@ -54,8 +62,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "CellLandscape", "Setting",
-    "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "finite_or_none", "fixed_T_settings",
-    "landscape_plan", "parse_T_values", "plan_from_metadata", "plan_profile", "run_count_settings", "run_study",
+    "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "cell_bounds", "cell_strategy",
+    "derives_lower_bound", "finite_or_none", "fixed_T_settings", "landscape_plan", "parse_T_values",
+    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study",
 ]
 
 #: What a fixed-T cell shows instead of ε: fixed T is a research mode with no privacy theorem.
@@ -78,12 +87,19 @@ _PLAN_KEYS = ("dataset", "sigma", "batch_size", "epochs", "score_noise")
 class Setting:
     """One row of a study: how T is chosen and the density bounds of its adaptive arms.
 
+    The bounds are optional: ``C = c = None`` (the default) runs every adaptive arm with its own strategy's
+    bounds, which is what a study of strategies configured one by one expects. Given bounds override the arms'
+    (a sweep of C, as Table 2): GP-UCB takes both, a strategy that derives c from C (GPTopSet) takes C only and
+    ignores ``c`` (``c`` may then be left ``None``). :func:`cell_strategy` states the rule; the
+    :class:`Cell` reports the (C, c) actually used.
+
     Args:
         label: Row label (e.g. ``"T=5"``, ``"γ=0.01"``, ``"C=1.25, c=0.8"``).
         T: Fixed number of runs (research mode), or ``None`` when
         run_count: T is drawn per search from this distribution (as a private search does).
-        C: Upper density-ratio bound of the adaptive arms (≥ 1).
-        c: Lower density-ratio bound of the adaptive arms (in (0, 1]).
+        C: Upper density-ratio bound of the adaptive arms (≥ 1), or ``None``: each arm's own.
+        c: Lower density-ratio bound of the adaptive arms that take one (in (0, 1]), or ``None``: each arm's own
+            (only together with ``C = None``, or with a C for arms that derive c).
         adaptive_repeats: Repeats of the adaptive arms in this row if not the study's (0: not simulated, e.g.
             too costly; stated in every output), or ``None``.
     """
@@ -91,8 +107,8 @@ class Setting:
     label: str
     T: int | None = None
     run_count: RunCountDistribution | None = None
-    C: float = 2.0
-    c: float = 0.75
+    C: float | None = None
+    c: float | None = None
     adaptive_repeats: int | None = None
 
     def __post_init__(self) -> None:
@@ -100,8 +116,17 @@ class Setting:
             raise ValueError(f"setting {self.label!r}: give exactly one of T or run_count")
         if self.T is not None and not (isinstance(self.T, int) and self.T >= 1):
             raise ValueError(f"T must be a positive integer, got {self.T!r}")
-        # The adaptive arms' search must have a privacy theorem (it raises for e.g. adaptive Poisson T).
-        if self.run_count is not None:
+        if self.C is None and self.c is not None:
+            raise ValueError(f"setting {self.label!r}: c={self.c!r} needs its C (an arm's c alone is no bound)")
+        for name, value in (("C", self.C), ("c", self.c)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not math.isfinite(value)):
+                raise ValueError(f"setting {self.label!r}: {name} must be a finite number or None, got {value!r}")
+        if self.C is not None and self.C < 1.0:
+            raise ValueError(f"setting {self.label!r}: C must be >= 1, got {self.C!r}")
+        # The adaptive arms' search must have a privacy theorem (it raises for e.g. adaptive Poisson T); rows
+        # without both bounds are checked per arm by StudyConfig (cell_strategy).
+        if self.run_count is not None and self.C is not None and self.c is not None:
             SearchSpec(self.run_count, self.C, self.c)
         if self.adaptive_repeats is not None and not (
             isinstance(self.adaptive_repeats, int) and self.adaptive_repeats >= 0
@@ -208,6 +233,15 @@ class StudyConfig:
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        for setting in self.settings:  # every cell's bounds exist and have a theorem, before any simulation
+            for arm in self.arms:
+                C, c = cell_bounds(setting, arm)
+                if setting.run_count is not None:
+                    try:
+                        SearchSpec(setting.run_count, C, c)
+                    except ValueError as err:
+                        raise ValueError(f"arm {arm.label!r} in setting {setting.label!r} (C={C:g}, c={c:.6g}): "
+                                         f"{err}") from None
         if self.epsilon is None:
             families = [a.label for a in self.arms if a.is_family]
             if families:
@@ -246,8 +280,8 @@ class Cell:
     Attributes:
         setting: The row.
         arm: The column.
-        C: Upper bound the arm was simulated and accounted with (1 for uniform search).
-        c: Lower bound (1 for uniform search).
+        C: Upper bound the arm was simulated and accounted with (1 for uniform search; :func:`cell_bounds`).
+        c: Lower bound (1 for uniform search; the derived c of a GPTopSet arm, whatever the row's c).
         result: The simulation, or ``None`` when the row asked for 0 repeats of this arm (not simulated).
         epsilon: Total ε of the search at the study's δ, or ``None`` when there is no claim.
         epsilon_note: Why ``epsilon`` is ``None`` (empty otherwise).
@@ -335,8 +369,90 @@ def _landscape_json(spec: str | tuple[str, ...]) -> str | list[str]:
 
 
 def _strategy_config(strategy: Strategy) -> dict[str, Any]:
-    fields = ("tau", "beta", "scale")
-    return {name: getattr(strategy, name) for name in fields if hasattr(strategy, name)}
+    """Every field of a dataclass strategy (its own bounds, a derived c included); ``{}`` for any other object."""
+    if not dataclasses.is_dataclass(strategy):
+        return {}
+    return {f.name: getattr(strategy, f.name) for f in dataclasses.fields(strategy)}
+
+
+# ------------------------------------------------------------------------------------------------ bounds
+def _init_fields(strategy: Strategy) -> set[str]:
+    """Names of a dataclass strategy's constructor arguments (empty for any other object)."""
+    if not dataclasses.is_dataclass(strategy):
+        return set()
+    return {f.name for f in dataclasses.fields(strategy) if f.init}
+
+
+def derives_lower_bound(strategy: Strategy) -> bool:
+    """Whether ``strategy`` derives c from C: a dataclass taking ``C`` whose ``c`` is no constructor argument.
+
+    :class:`~dphypo.strategies.GPTopSet` is one (c = (1 − C·p)/(1 − p),
+    :func:`dphypo.density.lower_bound_for_top_mass`); :class:`~dphypo.strategies.GPUCB` takes both bounds,
+    :class:`~dphypo.strategies.Uniform` neither.
+    """
+    names = _init_fields(strategy)
+    return "C" in names and "c" not in names and hasattr(strategy, "c")
+
+
+def cell_strategy(setting: Setting, arm: ArmSpec) -> Strategy:
+    """The strategy object one cell simulates: the arm's, with the row's bounds given to it.
+
+    Its own (C, c) are exactly the bounds the cell projects every density onto and accounts (:func:`cell_bounds`),
+    so no cell samples with one pair of bounds and reports or accounts another:
+
+    * uniform arm: the arm's strategy, C = c = 1 whatever the row says (its density is the prior);
+    * row without bounds (``setting.C is None``): the arm's strategy, its own bounds;
+    * a strategy that derives c from C (:func:`derives_lower_bound`, e.g. GPTopSet):
+      ``dataclasses.replace(strategy, C=setting.C)``, c re-derived; the row's c plays no part;
+    * any other adaptive strategy (e.g. GPUCB): ``dataclasses.replace(strategy, C=setting.C, c=setting.c)``.
+
+    Args:
+        setting: The row.
+        arm: The column.
+
+    Returns:
+        The strategy (the arm's own object when nothing changes).
+
+    Raises:
+        ValueError: One line naming the arm and the row: the row's C leaves the arm no valid c (e.g. a GPTopSet
+            top mass ≥ 1/C), the row gives C without c to an arm that takes both, or the arm's strategy is no
+            dataclass taking C (and c), so the row's bounds cannot be given to it.
+    """
+    strategy = arm.strategy
+    if not arm.adaptive or setting.C is None:
+        return strategy
+    where = f"arm {arm.label!r} ({strategy.name}) in setting {setting.label!r}"
+    names = _init_fields(strategy)
+    if derives_lower_bound(strategy):
+        changes: dict[str, float] = {"C": setting.C}
+    elif {"C", "c"} <= names:
+        if setting.c is None:
+            raise ValueError(f"{where}: the row gives C={setting.C:g} but no c, and this strategy takes both bounds")
+        changes = {"C": setting.C, "c": setting.c}
+    else:
+        raise ValueError(f"{where}: the strategy does not take density bounds as dataclass fields, so the row's "
+                         f"C={setting.C:g} cannot be given to it; leave the row's C, c None (its own bounds)")
+    try:
+        # strategy is a dataclass (its init fields were read above), which the Strategy protocol cannot say
+        return dataclasses.replace(strategy, **changes)  # type: ignore[type-var]
+    except ValueError as err:
+        raise ValueError(f"{where}: C={setting.C:g} leaves no valid c: {err}") from None
+
+
+def cell_bounds(setting: Setting, arm: ArmSpec) -> tuple[float, float]:
+    """The (C, c) one cell projects onto and is accounted with: those of :func:`cell_strategy`.
+
+    Args:
+        setting: The row.
+        arm: The column.
+
+    Returns:
+        ``(C, c)``; ``(1.0, 1.0)`` for a uniform arm.
+
+    Raises:
+        ValueError: As :func:`cell_strategy`.
+    """
+    return density_bounds(cell_strategy(setting, arm))
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -362,21 +478,22 @@ def parse_T_values(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def fixed_T_settings(Ts: Iterable[int], C: float, c: float) -> tuple[Setting, ...]:
-    """Rows T = t for every t (DP-HyPO Figure 1 view; no privacy claim)."""
+def fixed_T_settings(Ts: Iterable[int], C: float | None, c: float | None) -> tuple[Setting, ...]:
+    """Rows T = t for every t (DP-HyPO Figure 1 view; no privacy claim); ``C``, ``c`` as :class:`Setting`'s."""
     return tuple(Setting(f"T={T}", T=int(T), C=C, c=c) for T in Ts)
 
 
 def run_count_settings(
     run_counts: Sequence[RunCountDistribution],
-    bounds: Sequence[tuple[float, float]],
+    bounds: Sequence[tuple[float | None, float | None]],
     adaptive_repeats: dict[float, int] | None = None,
 ) -> tuple[Setting, ...]:
     """Rows for every (run count, bounds) pair: Table 1 (several γ, one bound) or Table 2 (one γ, several C).
 
     Args:
         run_counts: Distributions of T.
-        bounds: ``(C, c)`` pairs of the adaptive arms.
+        bounds: ``(C, c)`` pairs of the adaptive arms (as :class:`Setting`'s: ``(None, None)`` for each arm's
+            own, ``(C, None)`` for arms that derive c).
         adaptive_repeats: Repeats of the adaptive arms in rows whose γ, E[T] or C equals a key (0 skips them).
 
     Returns:
@@ -390,9 +507,9 @@ def run_count_settings(
             if len(run_counts) > 1:
                 parts.append(f"γ={rc.gamma:g}" if isinstance(rc, TruncatedNegativeBinomial) else rc.name)
             if len(bounds) > 1:
-                parts.append(f"C={C:g}, c={c:.4g}")
+                parts.append("own bounds" if C is None else f"C={C:g}" + ("" if c is None else f", c={c:.4g}"))
             label = ", ".join(parts) or (f"E[T]={rc.mean:.4g}")
-            keys = {rc.mean, C, getattr(rc, "gamma", math.nan)}
+            keys = {rc.mean, math.nan if C is None else C, getattr(rc, "gamma", math.nan)}
             chosen = [n for key, n in overrides.items() if any(math.isclose(key, k) for k in keys)]
             rows.append(
                 Setting(label, run_count=rc, C=C, c=c, adaptive_repeats=chosen[0] if chosen else None)
@@ -555,8 +672,10 @@ def run_study(
 ) -> StudyResult:
     """Simulate every cell of a study and account its ε.
 
-    Uniform arms do not depend on (C, c); a uniform cell whose landscape and T setting an earlier row already
-    simulated reuses that result (identical streams, identical values).
+    Each cell simulates :func:`cell_strategy` (the arm's strategy with the row's bounds, if any), projects onto
+    that strategy's own (C, c) and is accounted with exactly those (:func:`cell_bounds`). Uniform arms do not
+    depend on (C, c); a uniform cell whose landscape and T setting an earlier row already simulated reuses that
+    result (identical streams, identical values).
 
     Args:
         config: The study.
@@ -588,7 +707,8 @@ def _run_study(
     cells: list[Cell] = []
     for setting in config.settings:
         for arm in config.arms:
-            C, c = (setting.C, setting.c) if arm.adaptive else (1.0, 1.0)
+            strategy = cell_strategy(setting, arm)  # its own (C, c): projected onto, accounted and reported
+            C, c = density_bounds(strategy)
             override = setting.adaptive_repeats if arm.adaptive else None
             repeats = config.repeats if override is None else override
             cell_land = landscapes[(setting.label, arm.label)]
@@ -597,7 +717,7 @@ def _run_study(
             tick = time.perf_counter()
             result = done.get(key)
             if result is None and repeats > 0:
-                result = simulate(land, [arm.strategy], repeats=repeats, T=setting.T,
+                result = simulate(land, [strategy], repeats=repeats, T=setting.T,
                                   run_count=setting.run_count, C=C, c=c, seed=config.seed,
                                   workers=config.workers, engine=config.engine,
                                   batch=config.batch, executor=executor)[0]

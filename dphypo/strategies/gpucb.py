@@ -5,11 +5,22 @@ batch of B searches advanced in lockstep (the batched simulation engine calls :m
 the single search is the batch of one, so both follow the same rules: the prior before any observation, the
 previous density (or the prior) whenever the GP is unavailable, else the tilted softmax of the UCB.
 
-Warm start (an algorithm choice, shared by the tuner and the simulator because both run this session): each
-member's GP fit at step t starts L-BFGS-B from the hyperparameters of that member's last successful fit
-instead of BoTorch's default start, so a step costs a few iterations once the hyperparameters settle. It
-changes the optimiser's start, not the likelihood it maximises; the state depends only on the member's own
-observations (never on public values or other members), so runs stay deterministic at equal seeds.
+Two algorithm choices, shared by the tuner and the simulator because both run this session; each depends only
+on the member's own observations (never on public values or other members), so runs stay deterministic at
+equal seeds:
+
+* Warm start: each member's GP fit starts L-BFGS-B from the hyperparameters of that member's last successful
+  fit instead of BoTorch's default start, so a fit costs a few iterations once the hyperparameters settle. It
+  changes the optimiser's start, not the likelihood it maximises.
+* Refit schedule (``refit_growth`` = r ≥ 0, issue #15): a member's hyperparameters and ``Standardize``
+  transform are refitted at step t when t ≥ (1 + r)·t_fit, t_fit the number of observations at its last fit
+  (and whenever it has no usable fit). In between, the last fitted GP is conditioned exactly on each new
+  observation (:class:`~dphypo.strategies.posterior.GridPosterior`, O(R·n) work per observation), so the
+  density at step t is the posterior of all t observations under the hyperparameters fitted at t_fit. r = 0
+  refits at every step (DP-HyPO Algorithm 3). With r > 0 a search of T runs makes about
+  1/r + log(rT)/log(1 + r) fits instead of T (every step while t < 1/r), so the GP's cost per step stops
+  growing with T. A failed run is conditioned on with the value it was imputed at when it arrived (the worst
+  finite score so far); a refit re-imputes. The schedule is configuration, fixed before any data.
 
 Importing this module does not import torch: :mod:`dphypo.strategies.surrogate` (BoTorch) is loaded when a
 session starts, so uniform search stays light.
@@ -17,6 +28,7 @@ session starts, so uniform search stays light.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,12 +52,38 @@ from dphypo.strategies.base import (
 
 if TYPE_CHECKING:
     from dphypo.space import SearchSpace
+    from dphypo.strategies.posterior import GridPosterior
 
-__all__ = ["GPUCB", "GPRule", "GPUCBSession", "start_gp_session", "tilted_softmax", "ucb_scores"]
+__all__ = [
+    "GPUCB",
+    "GPRule",
+    "GPUCBSession",
+    "check_refit_growth",
+    "start_gp_session",
+    "tilted_softmax",
+    "ucb_scores",
+]
+
+
+def check_refit_growth(refit_growth: float) -> None:
+    """Refuse a refit schedule that is not a finite number r ≥ 0 (module docstring)."""
+    if isinstance(refit_growth, bool) or not isinstance(refit_growth, int | float) or not (
+        np.isfinite(refit_growth) and refit_growth >= 0
+    ):
+        raise ValueError(f"refit_growth must be a finite number >= 0, got {refit_growth!r}")
 
 
 class GPRule(Protocol):
-    """What a GP session needs from its strategy: the rule turning each member's GP posterior into a density."""
+    """What a GP session needs from its strategy: the rule turning each member's GP posterior into a density.
+
+    Attributes:
+        refit_growth: The refit schedule's r ≥ 0 (module docstring).
+    """
+
+    @property
+    def refit_growth(self) -> float:
+        """Refit a member's GP once its observations grew by this fraction since its last fit (0: every step)."""
+        ...
 
     def densities(
         self, mean: np.ndarray, std: np.ndarray, loc: np.ndarray, scale: np.ndarray, prior: np.ndarray
@@ -96,6 +134,14 @@ class GPUCB:
             is μ + √b·σ, i.e. τ = √b.
         beta: Softmax inverse temperature β ≥ 0 (the paper uses 1 with raw scores).
         scale: ``"raw"``, ``"standardized"`` or ``"range"`` (see above).
+        refit_growth: Refit the GP's hyperparameters once a search's observations grew by this fraction since
+            its last fit, and condition the fitted GP exactly on the observations in between (module docstring).
+            0 refits at every step, as DP-HyPO Algorithm 3. The default 0.1 refits at every step up to t = 10,
+            then at t = 11, 13, 15, 17, 19, 21, 24, …: 14 fits instead of 19 in a search of T = 20 runs, 29
+            instead of 99 at T = 100, 53 instead of 999 at T = 1,000. Measured on the digits landscape
+            (σ 1.7673, C = 2, c = 0.75, geometric T, paired repeats), released accuracy with 0.1 minus with 0:
+            −0.0006 [−0.0020, +0.0009] at E[T] = 20 (200 repeats), +0.0006 [−0.0012, +0.0024] at E[T] = 100
+            (100 repeats): no detectable change, at 2.8× and 5.7× less CPU.
 
     Example:
         >>> from dphypo.space import Float, SearchSpace
@@ -119,10 +165,12 @@ class GPUCB:
     tau: float = 0.1
     beta: float = 1.0
     scale: Scale = "standardized"
+    refit_growth: float = 0.1
 
     def __post_init__(self) -> None:
         """Validate eagerly."""
         check_density_bounds(self.C, self.c)
+        check_refit_growth(self.refit_growth)
         if not (np.isfinite(self.tau) and self.tau >= 0):
             raise ValueError(f"tau must be a finite number >= 0, got {self.tau!r}")
         if not (np.isfinite(self.beta) and self.beta >= 0):
@@ -195,7 +243,10 @@ def start_gp_session(rule: GPRule, space: SearchSpace, direction: Direction, see
 
 
 class GPUCBSession:
-    """Session of :class:`GPUCB` (or another :class:`GPRule`) for B searches; refits each member's GP on every update.
+    """Session of :class:`GPUCB` (or another :class:`GPRule`) for B searches: each member's GP, refitted or conditioned.
+
+    Each update refits a member's GP, or conditions its last fit on the new observations, as the rule's
+    ``refit_growth`` schedules (module docstring).
 
     Args:
         config: The strategy configuration (its ``densities`` is the rule).
@@ -216,6 +267,13 @@ class GPUCBSession:
         self._failed_reported = np.zeros(seeds.size, dtype=np.int64)
         self._events: list[list[StrategyEvent]] = [[] for _ in range(seeds.size)]
         self._hyper: np.ndarray | None = None  # each member's last fitted GP hyperparameters (warm start), (B, p)
+        self._growth = float(config.refit_growth)
+        # Each member's GP: the posterior of its last fit, conditioned on the observations since (refit schedule).
+        self._model: GridPosterior | None = None
+        self._refit_at = np.zeros(seeds.size, dtype=np.int64)  # step at which the member refits (0: no model)
+        self._held = np.zeros(seeds.size, dtype=np.int64)  # observations its model holds
+        self._held_indices = np.zeros((seeds.size, 0), dtype=np.int64)  # ... and what they were (prefix check)
+        self._held_scores = np.zeros((seeds.size, 0))
 
     @property
     def members(self) -> int:
@@ -258,8 +316,8 @@ class GPUCBSession:
 
         Returns:
             ``(densities, refitted)``: unprojected densities, shape ``(m, n)``, non-negative, each summing to 1;
-            and which members got a new density from a GP fit at this step, shape ``(m,)`` (the others reuse
-            their previous density or the prior, unchanged).
+            and which members got a new density from their GP at this step (refitted or conditioned), shape
+            ``(m,)`` (the others reuse their previous density or the prior, unchanged).
         """
         members = np.asarray(members, dtype=np.int64)
         indices, scores = np.asarray(indices, dtype=np.int64), np.asarray(scores, dtype=np.float64)
@@ -274,13 +332,76 @@ class GPUCBSession:
             for b in members[~finite]:
                 self._fallback(b, step, "no finite score observed yet")
             densities = self._previous[members]  # a copy (fancy indexing); fallbacks keep these rows
-            if np.any(finite):
-                fitted, new = self._from_fit(members[finite], step, indices[finite], utilities[finite])
-                rows = np.flatnonzero(finite)[fitted]
-                densities[rows], refitted[rows] = new, True
+            usable = np.flatnonzero(finite)
+            current = self._model_is_current(members[usable], indices[usable], scores[usable])
+            held = usable[current]
+            if held.size:
+                densities[held] = self._from_model(members[held], indices[held], utilities[held])
+                refitted[held] = True
+            due = usable[~current]
+            if due.size:
+                fitted, new = self._from_fit(members[due], step, indices[due], utilities[due])
+                densities[due[fitted]], refitted[due[fitted]] = new, True
+            self._remember(members, indices, scores)
         self._previous[members] = densities
         self._has_previous[members] = True
         return densities.copy(), refitted
+
+    def _model_is_current(self, members: np.ndarray, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Which members' models can be conditioned instead of refitted.
+
+        A model can be conditioned when no refit is due and the observations extend the ones it holds (a session
+        fed a different history refits).
+
+        Args:
+            members: Shape ``(m,)``.
+            indices: Their observations' grid indices, shape ``(m, t)``.
+            scores: Their raw scores, shape ``(m, t)``.
+
+        Returns:
+            Shape ``(m,)``, bool.
+        """
+        step = indices.shape[1]
+        held = self._held[members]
+        width = min(step, self._held_indices.shape[1])
+        old_scores, new_scores = self._held_scores[members, :width], scores[:, :width]
+        same = (self._held_indices[members, :width] == indices[:, :width]) & (
+            (old_scores == new_scores) | (np.isnan(old_scores) & np.isnan(new_scores))
+        )
+        kept = np.all(same | (np.arange(width) >= held[:, None]), axis=1) & (held <= step)
+        return (self._refit_at[members] > 0) & (step < self._refit_at[members]) & kept
+
+    def _remember(self, members: np.ndarray, indices: np.ndarray, scores: np.ndarray) -> None:
+        """Keep the members' observations (what their models hold is a prefix of them)."""
+        step, width = indices.shape[1], self._held_indices.shape[1]
+        if step > width:
+            grown = max(step, 2 * width)
+            self._held_indices = np.pad(self._held_indices, ((0, 0), (0, grown - width)), constant_values=-1)
+            self._held_scores = np.pad(self._held_scores, ((0, 0), (0, grown - width)), constant_values=np.nan)
+        self._held_indices[members, :step] = indices
+        self._held_scores[members, :step] = scores
+
+    def _from_model(self, members: np.ndarray, indices: np.ndarray, utilities: np.ndarray) -> np.ndarray:
+        """Condition the members' models on their new observations and turn the posteriors into densities.
+
+        Args:
+            members: Shape ``(m,)``; each has a model holding a prefix of its observations.
+            indices: Shape ``(m, t)``.
+            utilities: Oriented, imputed scores, shape ``(m, t)``, finite.
+
+        Returns:
+            Densities, shape ``(m, n)``.
+        """
+        model = self._model
+        assert model is not None  # _model_is_current is False for every member without a model
+        held, step = self._held[members], indices.shape[1]
+        for j in range(int(held.min()), step):
+            new = held <= j  # members whose model does not hold observation j yet
+            model.condition(members[new], indices[new, j], utilities[new, j])
+        self._held[members] = step
+        mean, std = model.score_moments(members)
+        loc, scale = model.standardization(members)
+        return self._config.densities(mean, std, loc, scale, self._prior)
 
     def _from_fit(
         self, members: np.ndarray, step: int, indices: np.ndarray, utilities: np.ndarray
@@ -313,6 +434,15 @@ class GPUCBSession:
         if self._hyper is None:
             self._hyper = np.full((self.members, fit.hyper.shape[-1]), np.nan)
         self._hyper[members[ok]] = fit.hyper[ok]  # a failed fit keeps the member's previous warm start
+        if self._model is None:
+            from dphypo.strategies.posterior import GridPosterior
+
+            self._model = GridPosterior.empty(self._grid, self.members, self._prior.size, fit.hyper.shape[-1])
+        self._model.put(members[ok], fit.posterior, rows=np.flatnonzero(ok))
+        self._held[members[ok]] = step
+        # The smallest step ≥ (1 + r)·step (the 1e-9 absorbs round-off, e.g. 1.1·10 = 11.000000000000002).
+        self._refit_at[members[ok]] = max(step, math.ceil((1.0 + self._growth) * step - 1e-9))
+        self._refit_at[members[~ok]] = 0  # no usable model: refit at the next update
         for b, reason in zip(members[~ok], np.asarray(fit.reasons, dtype=object)[~ok], strict=True):
             self._fallback(b, step, f"surrogate fit not usable: {reason}")
         rule = self._config

@@ -69,6 +69,7 @@ from linear_operator.utils.errors import NanError, NotPSDError
 from numpy.typing import ArrayLike
 
 from dphypo._threads import torch_threads
+from dphypo.strategies.posterior import GridFactors, GridPosterior
 
 try:
     from botorch.optim.batched_lbfgs_b import fmin_l_bfgs_b_batched
@@ -92,8 +93,6 @@ POSTERIOR_CHUNK = 8
 #: 32 MB part: ~65 ms per warm-started step at u ≈ 310).
 LOCKSTEP_ENTRIES = 1 << 20
 
-# Rounding slack allowed on unit coordinates (e.g. log-space maps that land at 1 + 1e-16).
-_UNIT_TOL = 1e-9
 # Errors that mean "this data could not be fitted", as opposed to programming errors, which propagate.
 _FIT_ERRORS: tuple[type[BaseException], ...] = (
     ModelFittingError,
@@ -131,6 +130,9 @@ class SurrogateFit:
         refitted: bool, shape ``S``: the member went through BoTorch's own ``fit_gpytorch_mll`` (retry path).
         hyper: Fitted ``(noise, constant, lengthscale_1..d)`` in the GP's standardised space, shape
             ``S + (2 + d,)``; ``nan`` where not ``ok``. Pass it as the next fit's ``start`` (warm start).
+        posterior: The members' posteriors at the fitted hyperparameters, flattened in C order (``prod(S)``
+            members; ``nan`` where not ``ok``), ready to be conditioned on later observations without a refit
+            (:class:`~dphypo.strategies.posterior.GridPosterior`).
     """
 
     mean: np.ndarray
@@ -142,55 +144,7 @@ class SurrogateFit:
     warnings: tuple[tuple[str, ...], ...]
     refitted: np.ndarray
     hyper: np.ndarray
-
-
-class GridFactors:
-    """The grid's distinct coordinates per dimension, for cheap batched RBF cross-covariances.
-
-    Args:
-        grid: Unit coordinates, shape ``(n, d)``, float, in ``[0, 1]``.
-    """
-
-    def __init__(self, grid: np.ndarray) -> None:
-        grid = np.asarray(grid, dtype=np.float64)
-        if grid.ndim != 2 or grid.shape[0] == 0 or grid.shape[1] == 0:
-            raise ValueError(f"grid must have shape (n, d) with n, d >= 1, got shape {grid.shape!r}")
-        if not np.all(np.isfinite(grid)) or grid.min() < -_UNIT_TOL or grid.max() > 1.0 + _UNIT_TOL:
-            raise ValueError("grid must hold finite unit coordinates in [0, 1], got values outside [0, 1]")
-        grid = np.clip(grid, 0.0, 1.0)  # as fit_surrogate does
-        self.grid = torch.as_tensor(grid.copy())
-        uniques = [np.unique(grid[:, d], return_inverse=True) for d in range(grid.shape[1])]
-        self.values = [torch.as_tensor(values) for values, _ in uniques]
-        self.codes = [torch.as_tensor(codes.reshape(-1)) for _, codes in uniques]
-        mesh = np.meshgrid(*(values for values, _ in uniques), indexing="ij")
-        product = np.stack([m.ravel() for m in mesh], axis=1)
-        # A C-order product grid (every landscape) is an outer product of the factors: no gather needed.
-        self.is_product = product.shape == grid.shape and bool(np.array_equal(product, grid))
-
-    def cross_kernel(self, train_x: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
-        """RBF covariance between training points and every grid point.
-
-        Args:
-            train_x: Shape ``(c, k, d)``.
-            lengthscale: Shape ``(c, d)``.
-
-        Returns:
-            exp(−½ Σ_d (x_d − g_d)²/ℓ_d²), shape ``(c, k, n)``.
-        """
-        factors = [
-            torch.exp(-0.5 * ((train_x[:, :, d, None] - values) / lengthscale[:, d, None, None]) ** 2)
-            for d, values in enumerate(self.values)
-        ]
-        c, k = train_x.shape[:2]
-        if self.is_product:
-            kernel = factors[0]
-            for factor in factors[1:]:
-                kernel = (kernel[..., :, None] * factor[..., None, :]).reshape(c, k, -1)
-            return kernel
-        kernel = factors[0][:, :, self.codes[0]]
-        for factor, codes in zip(factors[1:], self.codes[1:], strict=True):
-            kernel = kernel * factor[:, :, codes]
-        return kernel
+    posterior: GridPosterior
 
 
 def fit_surrogate(
@@ -250,6 +204,7 @@ def fit_surrogate(
     refitted = np.zeros(members, dtype=bool)
     reasons: list[str | None] = [None] * members
     caught: list[tuple[str, ...]] = [()] * members
+    posterior = GridPosterior.empty(factors, members, size, 2 + dim)
     if k < 2:
         reasons = [f"need at least 2 observations, got {k}"] * members
     else:
@@ -264,7 +219,7 @@ def fit_surrogate(
                 if part.size == 0:
                     continue
                 try:
-                    part_mean, part_std, usable, stopped, part_hyper = _fit_and_predict(
+                    part_posterior, usable, stopped, part_hyper = _fit_and_predict(
                         factors, idx[part], y[part], initial[part]
                     )
                 except _FIT_ERRORS:
@@ -273,18 +228,22 @@ def fit_surrogate(
                     else:  # isolate the member(s) whose evaluation raised; the others' fits do not depend on them
                         pending += [part[: part.size // 2], part[part.size // 2 :]]
                     continue
-                mean[part[usable]], std[part[usable]] = part_mean[usable], part_std[usable]
+                posterior.put(part[usable], part_posterior, rows=np.flatnonzero(usable))
                 hyper[part[usable]] = part_hyper[usable]
                 for member in part[usable & stopped]:
                     caught[member] = ("OptimizationWarning: L-BFGS-B stopped at its iteration limit",)
                 alone.extend(int(member) for member in part[~usable])
             for b in sorted(alone):
                 refitted[b] = True
-                mean[b], std[b], reasons[b], caught[b], hyper[b] = _fit_alone(factors, idx[b], y[b], int(seeds[b]))
+                single, reasons[b], caught[b], hyper[b] = _fit_alone(factors, idx[b], y[b], int(seeds[b]))
+                if single is not None:
+                    posterior.put(np.array([b]), single)
+            mean, std = posterior.score_moments()
         ok = np.all(np.isfinite(mean), axis=1) & np.all(np.isfinite(std), axis=1)
         for member in np.flatnonzero(~ok & ~flat):
             reasons[member] = reasons[member] or "GP posterior is not finite"
     mean[~ok], std[~ok], hyper[~ok] = np.nan, np.nan, np.nan
+    posterior.put(np.flatnonzero(~ok), GridPosterior.empty(factors, int(np.count_nonzero(~ok)), size, 2 + dim))
     return SurrogateFit(
         mean=mean.reshape((*batch, size)),
         std=std.reshape((*batch, size)),
@@ -295,6 +254,7 @@ def fit_surrogate(
         warnings=tuple(caught),
         refitted=refitted.reshape(batch),
         hyper=hyper.reshape((*batch, 2 + dim)),
+        posterior=posterior,
     )
 
 
@@ -315,7 +275,7 @@ def _parts(idx: np.ndarray, members: np.ndarray) -> list[np.ndarray]:
 
 def _fit_and_predict(
     factors: GridFactors, idx: np.ndarray, y: np.ndarray, start: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[GridPosterior, np.ndarray, np.ndarray, np.ndarray]:
     """Lockstep-fit the members' GPs and compute their posteriors; may raise any of ``_FIT_ERRORS``.
 
     Args:
@@ -326,10 +286,9 @@ def _fit_and_predict(
             with a non-finite entry starts from BoTorch's default (the priors' modes).
 
     Returns:
-        ``(mean, std, usable, stopped, hyper)``: posteriors of shape ``(m, n)`` in score units; which members'
-        fits ``fit_gpytorch_mll`` would also have accepted at its first attempt and whose posterior factorised,
-        and which stopped at the iteration limit (shape ``(m,)`` each); the fitted hyperparameters,
-        shape ``(m, 2 + d)``.
+        ``(posterior, usable, stopped, hyper)``: the m posteriors; which members' fits ``fit_gpytorch_mll``
+        would also have accepted at its first attempt and whose posterior factorised, and which stopped at the
+        iteration limit (shape ``(m,)`` each); the fitted hyperparameters, shape ``(m, 2 + d)``.
     """
     train_x = factors.grid[torch.as_tensor(idx)]
     train_y = torch.as_tensor(y).unsqueeze(-1)
@@ -344,7 +303,7 @@ def _fit_and_predict(
     accepted = (status == _CONVERGED) | (status == _ITERATION_LIMIT)
     transform = _standardize(model)
     with torch.no_grad():
-        mean, std, factorised = _marginal_posterior(
+        posterior, factorised = _marginal_posterior(
             factors,
             data.x,
             data.means,
@@ -353,7 +312,7 @@ def _fit_and_predict(
             torch.as_tensor(hyper),
             data.weights,
         )
-    return mean, std, accepted & factorised, status == _ITERATION_LIMIT, hyper
+    return posterior, accepted & factorised, status == _ITERATION_LIMIT, hyper
 
 
 @dataclass(frozen=True)
@@ -431,7 +390,7 @@ class _Replicates:
 
 def _fit_alone(
     factors: GridFactors, idx: np.ndarray, y: np.ndarray, seed: int
-) -> tuple[np.ndarray, np.ndarray, str | None, tuple[str, ...], np.ndarray]:
+) -> tuple[GridPosterior | None, str | None, tuple[str, ...], np.ndarray]:
     """BoTorch's own ``fit_gpytorch_mll`` (with its retries) for one member, torch's RNG seeded with ``seed``.
 
     It fits all k observations (no replicate reduction: this is BoTorch's own path, taken rarely).
@@ -443,11 +402,10 @@ def _fit_alone(
         seed: Non-negative integer.
 
     Returns:
-        ``(mean, std, reason, warnings, hyper)``: posteriors of shape ``(n,)`` (``nan`` on failure), why it
+        ``(posterior, reason, warnings, hyper)``: the one-member posterior (``None`` on failure), why it
         failed (``None`` on success), the warnings BoTorch emitted and the fitted hyperparameters, shape
         ``(2 + d,)`` (``nan`` on failure).
     """
-    failed = np.full(factors.grid.shape[0], np.nan)
     no_hyper = np.full(2 + factors.grid.shape[1], np.nan)
     with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng(devices=[]):
         warnings.simplefilter("always")
@@ -465,7 +423,7 @@ def _fit_alone(
             ).detach()
             transform = _standardize(model)
             with torch.no_grad():
-                mean, std, factorised = _marginal_posterior(
+                posterior, factorised = _marginal_posterior(
                     factors,
                     train_x[None],
                     model.train_targets[None],
@@ -475,11 +433,11 @@ def _fit_alone(
                 )
         except _FIT_ERRORS as err:
             reason = f"GP fit failed: {type(err).__name__}: {err}"
-            return failed, failed, reason, _format_warnings(caught), no_hyper
+            return None, reason, _format_warnings(caught), no_hyper
     recorded = _format_warnings(caught)
     if not factorised[0]:
-        return failed, failed, "GP fit failed: posterior Cholesky factorisation failed", recorded, no_hyper
-    return mean[0], std[0], None, recorded, hyper.numpy()
+        return None, "GP fit failed: posterior Cholesky factorisation failed", recorded, no_hyper
+    return posterior, None, recorded, hyper.numpy()
 
 
 def _format_warnings(caught: list[warnings.WarningMessage]) -> tuple[str, ...]:
@@ -683,16 +641,17 @@ def _marginal_posterior(
     scale: torch.Tensor,
     hyper: torch.Tensor,
     weights: torch.Tensor | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Marginal posterior mean and std of every member's latent function at every grid point.
+) -> tuple[GridPosterior, np.ndarray]:
+    """Marginal posterior of every member's latent function at every grid point, at fixed hyperparameters.
 
     In the standardised space (Rasmussen & Williams 2006, Alg. 2.1): K = k(X, X) + σ²W = LLᵀ, α = K⁻¹(y − c),
-    μ(g) = c + k(g, X)α, v(g) = 1 − ‖L⁻¹k(X, g)‖²; then μ·s + m and max(v·s², min_variance) in score units, as
-    BoTorch's ``Standardize.untransform_posterior`` and GPyTorch's ``MultivariateNormal.variance`` do. With
+    μ(g) = c + k(g, X)α, v(g) = 1 − ‖L⁻¹k(X, g)‖²; :meth:`GridPosterior.score_moments` maps them to score units
+    as BoTorch's ``Standardize.untransform_posterior`` and GPyTorch's ``MultivariateNormal.variance`` do. With
     replicate-reduced data (X the distinct points, y their mean standardised scores, W = diag(1/n_i)) this is
     exactly the posterior given all observations: the predictive equations depend on the data only through
     (ȳ_i, n_i) (Binois, Gramacy & Ludkovski 2018, homoskedastic part; the derivation in
-    :class:`_NegativeMarginalLogLikelihood` applied to k(X, X) + σ²I).
+    :class:`_NegativeMarginalLogLikelihood` applied to k(X, X) + σ²I). The rows L⁻¹k(X, grid) are kept as the
+    posterior's factor, so later observations can be conditioned on without a refit.
 
     Args:
         factors: The grid.
@@ -705,14 +664,12 @@ def _marginal_posterior(
             every entry is one observation (W = I).
 
     Returns:
-        ``(mean, std, factorised)``: shapes ``(m, n)``, ``(m, n)`` and ``(m,)`` (False where the Cholesky
-        failed).
+        ``(posterior, factorised)``: the m posteriors, and where the Cholesky succeeded, shape ``(m,)``.
     """
     noise, constant, lengthscale = hyper[:, 0], hyper[:, 1], hyper[:, 2:]
     if weights is None:
         weights = torch.ones_like(targets)
-    min_variance = gpytorch.settings.min_variance.value(torch.float64)
-    means, stds, factorised = [], [], []
+    means, variances, rows, factorised = [], [], [], []
     for start in range(0, train_x.shape[0], POSTERIOR_CHUNK):
         part = slice(start, start + POSTERIOR_CHUNK)
         width = int((weights[part] > 0).sum(-1).max())  # trim padding shared by the whole chunk
@@ -726,14 +683,15 @@ def _marginal_posterior(
         residual = (targets[part, :width] - constant[part, None]) * present
         alpha = torch.cholesky_solve(residual.unsqueeze(-1), chol)
         cross = factors.cross_kernel(x, ls) * present[:, :, None]
-        latent_mean = constant[part, None] + torch.bmm(alpha.transpose(1, 2), cross).squeeze(1)
-        reduced = torch.linalg.solve_triangular(chol, cross, upper=False)
-        latent_var = 1.0 - torch.einsum("ckn,ckn->cn", reduced, reduced)
-        variance = (latent_var * scale[part, None] ** 2).clamp_min(min_variance)
-        means.append(offset[part, None] + scale[part, None] * latent_mean)
-        stds.append(variance.sqrt())
+        means.append(constant[part, None] + torch.bmm(alpha.transpose(1, 2), cross).squeeze(1))
+        reduced = torch.linalg.solve_triangular(chol, cross, upper=False)  # padding rows stay 0
+        variances.append(1.0 - torch.einsum("ckn,ckn->cn", reduced, reduced))
+        rows.append(reduced)
         factorised.append(info == 0)
-    return torch.cat(means).numpy(), torch.cat(stds).numpy(), torch.cat(factorised).numpy()
+    height = max(r.shape[1] for r in rows)
+    factor = torch.cat([torch.nn.functional.pad(r, (0, 0, 0, height - r.shape[1])) for r in rows])
+    posterior = GridPosterior(factors, hyper, offset, scale, torch.cat(means), torch.cat(variances), factor)
+    return posterior, torch.cat(factorised).numpy()
 
 
 def _validate(

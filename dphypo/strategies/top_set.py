@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 from scipy import special
 
 from dphypo.density import lower_bound_for_top_mass, top_mass_density
-from dphypo.strategies.gpucb import GPUCBSession, start_gp_session
+from dphypo.strategies.gpucb import GPUCBSession, check_refit_growth, start_gp_session
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,18 +61,22 @@ class GPTopSet:
         C: Upper density-ratio bound > 1.
         top_mass: Prior mass of the favoured set, in (0, 1/C); fixes ``c``.
         tolerance: "Near the best", in units of the observed scores' standard deviation (≥ 0).
+        refit_growth: The GP's refit schedule, as :class:`~dphypo.strategies.GPUCB`'s (default 0.1; 0: refit
+            every step).
         c: Lower bound, derived: ``lower_bound_for_top_mass(C, top_mass)`` (not a constructor argument).
     """
 
     C: float = 2.0
     top_mass: float = 0.05
     tolerance: float = 0.5
+    refit_growth: float = 0.1
     c: float = field(init=False)
 
     def __post_init__(self) -> None:
         """Validate eagerly and derive c."""
         if not (np.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        check_refit_growth(self.refit_growth)
         object.__setattr__(self, "c", lower_bound_for_top_mass(self.C, self.top_mass))
 
     @property

@@ -1,16 +1,22 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from dphypo.cli import run
-from dphypo.privacy import geometric
+from dphypo.density import lower_bound_for_top_mass
+from dphypo.privacy import SearchSpec, account, geometric, make_run_count
+from dphypo.simulation.equal_epsilon import arm_calibration, metadata_plan
 from dphypo.simulation.family import load_family
 from dphypo.simulation.landscapes import load_landscape
+from dphypo.simulation.simulate import simulate
 from dphypo.simulation.studies import FIXED_T_NOTE, TABLE1_GAMMAS, TABLE2_UPPER_BOUNDS, Setting, arm_epsilon
+from dphypo.simulation.synthetic import synthetic_landscape
+from dphypo.strategies import GPTopSet
 
 LANDSCAPES = Path(__file__).resolve().parents[2] / "landscapes"
 DIGITS_UNIFORM = str(LANDSCAPES / "digits_mlp_sigma1.2226.npz")
@@ -236,3 +242,91 @@ def test_landscape_build_family_checks_every_member_before_training(tmp_path, mo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert list(tmp_path.iterdir()) == []  # nothing written: no checkpoint, no member
+
+
+# ------------------------------------------------------------------------------------------------ top-set
+TOP_C = GPTopSet(C=2.0, top_mass=0.05).c  # c = (1 − C·p)/(1 − p) = 0.947…
+FAMILY = [str(LANDSCAPES / f"digits_mlp_sigma{s}.npz") for s in ("1.45", "1.7673", "2.1")]
+
+
+def test_top_set_arm_on_a_synthetic_landscape_fixed_T(capsys) -> None:
+    argv = ("simulate --landscape synthetic:smooth --strategy uniform --strategy top-set --fixed-T 3 --repeats 3 "
+            "--workers 1 --json")
+    payload = _json(capsys, argv)
+    uniform, top = payload["results"]
+    assert (top["arm"], top["strategy"]) == ("top-set", "gp-top-set")
+    assert (uniform["C"], uniform["c"], top["C"], top["c"]) == (1.0, 1.0, 2.0, TOP_C)
+    assert (payload["C"], payload["c"], payload["top_mass"], payload["tolerance"]) == (2.0, TOP_C, 0.05, 0.5)
+    assert top["epsilon"] is None and top["epsilon_note"] == FIXED_T_NOTE
+    # the cell is the simulation of exactly that strategy object, projected onto exactly its bounds
+    direct = simulate(synthetic_landscape("smooth"), [GPTopSet(C=2.0, top_mass=0.05, tolerance=0.5)], repeats=3,
+                      T=3, C=2.0, c=TOP_C, seed=0, workers=1)[0]
+    assert top["mean"] == direct.mean
+    # --C, --top-mass and --tolerance reach the rule; c follows from them
+    payload = _json(capsys, argv.replace("--fixed-T 3", "--fixed-T 3 --C 1.5 --top-mass 0.1 --tolerance 0.2"))
+    top = payload["results"][1]
+    assert (top["C"], top["c"]) == (1.5, lower_bound_for_top_mass(1.5, 0.1))
+    config = payload["study"]["arms"][1]["config"]
+    assert (config["C"], config["top_mass"], config["tolerance"]) == (1.5, 0.1, 0.2)
+
+
+def test_top_set_and_gp_rows_of_the_table2_sweep(capsys) -> None:
+    """Each row gives its C to both adaptive arms: gp takes c = 1/C, top-set derives its own c from C."""
+    payload = _json(capsys, f"simulate --landscape {DIGITS_UNIFORM} --strategy gp --strategy top-set --runs geometric "
+                            "--gamma 0.5 --sweep table2 --repeats 2 --workers 1 --json")
+    land = load_landscape(DIGITS_UNIFORM)
+    setting = Setting("x", run_count=geometric(0.5))
+    gp = [c for c in payload["results"] if c["arm"] == "gp"]
+    top = [c for c in payload["results"] if c["arm"] == "top-set"]
+    assert [(c["C"], c["c"]) for c in gp] == [(C, 1 / C) for C in TABLE2_UPPER_BOUNDS]
+    assert [(c["C"], c["c"]) for c in top] == [(C, lower_bound_for_top_mass(C, 0.05)) for C in TABLE2_UPPER_BOUNDS]
+    for cell in gp + top:
+        assert cell["epsilon"] == arm_epsilon(land, setting, cell["C"], cell["c"], 1e-5)[0]
+    assert all(t["epsilon"] < g["epsilon"] for t, g in zip(top, gp, strict=True))  # smaller log(C/c)
+    # with only top-set arms the rows carry C alone (no c to mislabel them)
+    payload = _json(capsys, "simulate --landscape synthetic:smooth --strategy top-set --runs geometric --gamma 0.5 "
+                            "--bounds 1.5 --bounds 4 --top-mass 0.2 --repeats 2 --workers 1 --json")
+    assert [(c["setting"], c["C"], c["c"]) for c in payload["results"]] == [
+        ("C=1.5", 1.5, lower_bound_for_top_mass(1.5, 0.2)), ("C=4", 4.0, lower_bound_for_top_mass(4.0, 0.2))]
+    assert (payload["C"], payload["c"]) == (None, None)
+
+
+def test_top_set_at_equal_epsilon_on_the_digits_family(capsys) -> None:
+    """ε = 8, E[T] = 20: the top-set arm is calibrated, simulated and accounted with C = 2 and its derived c."""
+    members = " ".join(f"--landscape {p}" for p in FAMILY)
+    payload = _json(capsys, f"simulate {members} --epsilon 8 --mean 20 --runs geometric --strategy gp "
+                            "--strategy top-set --repeats 2 --workers 1 --json")
+    gp, top = payload["results"]
+    assert (gp["C"], gp["c"], top["C"], top["c"]) == (2.0, 0.75, 2.0, TOP_C)
+    family = load_family(FAMILY)
+    runs = make_run_count("geometric", mean=20.0)
+    plan = dataclasses.replace(metadata_plan(family.plan_metadata), sigma=top["sigma"])
+    expected = account(plan.rdp(), SearchSpec(runs, 2.0, TOP_C), 1e-5).epsilon
+    assert top["epsilon"] == pytest.approx(expected, abs=1e-9) and 8.0 - 2e-3 <= top["epsilon"] <= 8.0
+    assert top["sigma"] == arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, family.plan_metadata).sigma
+    assert top["sigma"] == pytest.approx(1.5678, abs=2e-4) and top["sigma"] < gp["sigma"]  # derived c: less noise
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("--strategy uniform --strategy top-set --c 0.8", "--c is not used by --strategy top-set"),
+        ("--strategy top-set --bounds 1.5:0.6", "--bounds takes C alone for --strategy top-set"),
+        ("--strategy top-set --strategy gp --bounds 1.5", "bounds must look like C:c"),
+        ("--strategy top-set --C 25", "--top-mass must be in (0, 1/C) = (0, 0.04), got 0.05"),
+        ("--strategy top-set --bounds 1.5 --bounds 30", "arm 'top-set' (gp-top-set) in setting 'C=30'"),
+        ("--strategy top-set --tolerance -1", "--tolerance must be a finite number >= 0"),
+        ("--strategy tpe", "--strategy must be one of 'uniform', 'gp', 'top-set'"),
+    ],
+)
+def test_top_set_refusals_are_one_line(capsys, argv: str, message: str) -> None:
+    base = "simulate --landscape synthetic:smooth --runs geometric --gamma 0.5 --repeats 2 --workers 1 "
+    assert run((base + argv).split()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_gp_with_top_set_keeps_the_explicit_c(capsys) -> None:
+    payload = _json(capsys, "simulate --landscape synthetic:smooth --strategy gp --strategy top-set --fixed-T 2 "
+                            "--c 0.8 --repeats 2 --workers 1 --json")
+    assert [(c["C"], c["c"]) for c in payload["results"]] == [(2.0, 0.8), (2.0, TOP_C)]

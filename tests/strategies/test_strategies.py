@@ -322,7 +322,8 @@ def test_the_gpucb_docstring_example_runs() -> None:
 def test_seeded_tuner_runs_equal_the_recorded_ones() -> None:
     """Runs of seeded searches recorded before GP-UCB's sequential and batched paths shared one implementation.
 
-    Unchanged by issue #15 (replicated-point reduction and warm start of the GP fit).
+    Unchanged by issue #15 (replicated-point reduction and warm start of the GP fit). Recorded with a refit at
+    every step (``refit_growth=0``); the default schedule conditions instead of refitting at t = 12 and 14.
     """
     import math
 
@@ -335,8 +336,8 @@ def test_seeded_tuner_runs_equal_the_recorded_ones() -> None:
         return -((math.log10(params["lr"]) + 1.5) ** 2) - (params["clip"] - 1.0) ** 2 + 0.05 * run.rng.normal()
 
     recorded = {
-        (GPUCB(), 3): [2, 17, 16, 25, 20],
-        (GPUCB(), 4): [27, 27, 11, 14, 18, 1, 22, 8, 16, 8, 10, 10, 12, 27, 12],
+        (GPUCB(refit_growth=0.0), 3): [2, 17, 16, 25, 20],
+        (GPUCB(refit_growth=0.0), 4): [27, 27, 11, 14, 18, 1, 22, 8, 16, 8, 10, 10, 12, 27, 12],
         (Uniform(), 3): [2, 17, 14, 25, 22],
         (Uniform(), 4): [27, 27, 11, 16, 20, 0, 23, 6, 16, 6, 9, 8, 11, 27, 10],
     }

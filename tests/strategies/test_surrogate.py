@@ -13,6 +13,7 @@ from linear_operator.utils.errors import NotPSDError
 
 import dphypo.strategies.surrogate as surrogate
 from dphypo.space import SearchSpace
+from dphypo.strategies.posterior import GridPosterior
 from dphypo.strategies.surrogate import GridFactors, SurrogateFit, fit_surrogate
 
 #: Agreement with BoTorch's own ``fit_gpytorch_mll`` on the same model, relative to the scores' spread (mean) or
@@ -46,8 +47,16 @@ def _data(grid: np.ndarray, members: int, k: int, seed: int) -> tuple[np.ndarray
 
 
 def _botorch_reference(grid: np.ndarray, idx: np.ndarray, y: np.ndarray, seed: int) -> tuple:
-    """BoTorch's own fit_gpytorch_mll on the same model (the retry path, here used as the reference)."""
-    return surrogate._fit_alone(GridFactors(grid), idx, y, seed)
+    """BoTorch's own fit_gpytorch_mll on the same model (the retry path, here used as the reference).
+
+    Returns ``(mean, std, reason, warnings, hyper)`` (mean and std ``nan`` when the fit failed).
+    """
+    posterior, reason, caught, hyper = surrogate._fit_alone(GridFactors(grid), idx, y, seed)
+    if posterior is None:
+        failed = np.full(grid.shape[0], np.nan)
+        return failed, failed, reason, caught, hyper
+    mean, std = posterior.score_moments()
+    return mean[0], std[0], reason, caught, hyper
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -312,9 +321,14 @@ def test_duplicate_observations_fit() -> None:
 
 def test_non_finite_posterior_reports_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     def nan_predict(factors, idx, y, start):
-        n = factors.grid.shape[0]
-        ones = np.ones(idx.shape[0], dtype=bool)
-        return np.full((idx.shape[0], n), np.nan), np.ones((idx.shape[0], n)), ones, ~ones, start
+        m, n = idx.shape[0], factors.grid.shape[0]
+        ones = np.ones(m, dtype=bool)
+        nan = torch.full((m, n), float("nan"), dtype=torch.float64)
+        hyper = torch.as_tensor(start)
+        posterior = GridPosterior(factors, hyper, torch.zeros(m, dtype=torch.float64),
+                                  torch.ones(m, dtype=torch.float64), nan, torch.ones_like(nan),
+                                  torch.zeros(m, 1, n, dtype=torch.float64))
+        return posterior, ones, ~ones, start
 
     monkeypatch.setattr(surrogate, "_fit_and_predict", nan_predict)
     fit = fit_surrogate(_grid(5, 5), [0, 12, 24], [0.1, 0.5, 0.2], seed=0)
@@ -419,11 +433,14 @@ def test_replicated_posterior_equals_the_full_data_posterior() -> None:
     offset, scale = transform.means.reshape(-1), transform.stdvs.reshape(-1)
     hyper = torch.tensor([[0.05, 0.1, 0.3, 0.5]] * 5, dtype=torch.float64) * torch.linspace(0.5, 2, 5)[:, None]
     train_x = factors.grid[torch.as_tensor(idx)]
-    full = surrogate._marginal_posterior(factors, train_x, model.train_targets, offset, scale, hyper)
-    reduced = surrogate._marginal_posterior(factors, data.x, data.means, offset, scale, hyper, data.weights)
-    assert full[2].all() and reduced[2].all()
-    np.testing.assert_allclose(reduced[0], full[0], rtol=1e-11, atol=1e-12)
-    np.testing.assert_allclose(reduced[1], full[1], rtol=1e-9)
+    full, full_ok = surrogate._marginal_posterior(factors, train_x, model.train_targets, offset, scale, hyper)
+    reduced, reduced_ok = surrogate._marginal_posterior(
+        factors, data.x, data.means, offset, scale, hyper, data.weights
+    )
+    assert full_ok.all() and reduced_ok.all()
+    (full_mean, full_std), (reduced_mean, reduced_std) = full.score_moments(), reduced.score_moments()
+    np.testing.assert_allclose(reduced_mean, full_mean, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(reduced_std, full_std, rtol=1e-9)
 
 
 def test_replicated_members_of_a_padded_batch_equal_the_batch_of_one() -> None:

@@ -1,0 +1,566 @@
+"""Plan a private search: which strategy, density bounds (C, c) and E[T] release the best model for a total (ε, δ).
+
+The curator fixes the whole configuration of a private search (strategy, C, c, the run-count law of T) before any
+private data is touched, and the accountant charges it whatever it turns out to be worth. :func:`plan_search`
+compares configurations *at equal total ε* on a landscape family (:mod:`dphypo.simulation.family`): every candidate
+calibrates its own noise multiplier σ for the total (ε, δ) with the accountant's best valid bound for its own search
+(:func:`dphypo.simulation.equal_epsilon.arm_calibration`: privacy-profile bounds for a uniform search, the adaptive
+theorem for C > c), runs on the family's landscape at that σ (``family.at(σ)``) and is judged by the mean true value
+of the point its simulated searches release (:func:`dphypo.simulation.simulate.simulate`). The configuration with
+the highest mean is the plan; the runner-up and the difference between the two, with its 95 % interval, say how
+sure the plan is.
+
+The plan is computed from landscapes (public data, or data whose privacy cost was already paid), never from the
+private data of the search it configures, so choosing the configuration from it costs no privacy.
+
+Status of a candidate that cannot run (reported, never raised, never extrapolated):
+
+* ``"unreachable"``: no σ meets the total ε (:class:`dphypo.privacy.CalibrationError`: what T and log(C/c) cost
+  even with infinite noise, or the σ-independent score release, exceeds it);
+* ``"outside family"``: the calibrated σ lies outside the family's σ range.
+
+Differences (:func:`compare_rows`): every candidate of one plan runs the same repeats with the same study seed, so
+repeat r of every candidate uses the same random streams (:func:`dphypo.simulation.batched.repeat_streams`), and of
+two candidates with the same run-count law also the same T. The pairs (value_r of one, value_r of the other) are then
+i.i.d. over r and the difference's interval is the paired Student-t interval of the per-repeat differences (as
+:mod:`dphypo.simulation.studies` pairs an adaptive arm with uniform search). Two results that do not share their
+streams (different seeds) are compared with Welch's unequal-variance interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+from dphypo.privacy import CalibrationError, RunCountDistribution, SearchSpec, make_run_count
+from dphypo.search.execution import Executor, executor_scope
+from dphypo.simulation.equal_epsilon import arm_calibration
+from dphypo.simulation.family import LandscapeFamily
+from dphypo.simulation.simulate import mean_ci95, simulate
+from dphypo.simulation.studies import finite_or_none
+from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
+
+__all__ = [
+    "DEFAULT_GPUCB_BOUNDS",
+    "DEFAULT_TOP_MASSES",
+    "PLAN_RUN_COUNTS",
+    "Comparison",
+    "PlanCandidate",
+    "PlanResult",
+    "PlanRow",
+    "RowStatus",
+    "compare_rows",
+    "default_candidates",
+    "plan_search",
+    "strategy_label",
+    "welch_ci95",
+]
+
+#: (C, c) of the GP-UCB candidates: DP-HyPO's (2, 0.75) and two narrower sets (c = 1/C and a cheap (1.25, 0.8)).
+DEFAULT_GPUCB_BOUNDS: tuple[tuple[float, float], ...] = ((2.0, 0.75), (1.5, 1.0 / 1.5), (1.25, 0.8))
+#: Prior masses of the favoured set of the GP top-set candidates (C = 2; c derived from C and the mass).
+DEFAULT_TOP_MASSES: tuple[float, ...] = (0.05, 0.1)
+#: Run-count laws :func:`default_candidates` takes: ``dphypo tune``'s default ``geometric`` (the truncated negative
+#: binomial with θ = 1) and ``logarithmic`` (θ = 0); both have an adaptive theorem. Poisson and binomial T do not.
+PLAN_RUN_COUNTS: tuple[str, ...] = ("geometric", "logarithmic")
+
+RowStatus = Literal["ok", "unreachable", "outside family"]
+
+
+def strategy_label(strategy: Strategy) -> str:
+    """A short label naming a strategy and the bounds it projects onto, e.g. ``"gp-ucb C=2 c=0.75"``.
+
+    Args:
+        strategy: The strategy.
+
+    Returns:
+        The label.
+    """
+    if isinstance(strategy, Uniform):
+        return "uniform"
+    C, c = density_bounds(strategy)
+    if isinstance(strategy, GPTopSet):
+        return f"{strategy.name} C={C:g} mass={strategy.top_mass:g} (c={c:.4g})"
+    return f"{strategy.name} C={C:g} c={c:.4g}"
+
+
+@dataclass(frozen=True)
+class PlanCandidate:
+    """One configuration a plan compares: a strategy (with its own C, c) and the law of the number of runs T.
+
+    Attributes:
+        label: Names the strategy and its bounds (:func:`strategy_label`); a plan's candidates are told apart by
+            ``(label, run_count)``.
+        strategy: The strategy; it projects onto, and is accounted with, its own (C, c)
+            (:func:`dphypo.strategies.density_bounds`).
+        run_count: The law of T.
+    """
+
+    label: str
+    strategy: Strategy
+    run_count: RunCountDistribution
+
+    def __post_init__(self) -> None:
+        """Validate eagerly: the search must have a privacy theorem (e.g. adaptive Poisson T has none)."""
+        if not isinstance(self.label, str) or not self.label:
+            raise ValueError(f"label must be a non-empty string, got {self.label!r}")
+        if not isinstance(self.run_count, RunCountDistribution):
+            raise ValueError(f"run_count must be a RunCountDistribution, got {self.run_count!r}")
+        SearchSpec(self.run_count, *self.bounds)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """``(C, c)``: the strategy's own bounds, the ones it projects onto and is accounted with."""
+        return density_bounds(self.strategy)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the search is adaptive, C > c (as the accountant sees it; C = c = 1 samples the prior only)."""
+        C, c = self.bounds
+        return c < C
+
+    @property
+    def expected_runs(self) -> float:
+        """E[T]."""
+        return float(self.run_count.mean)
+
+    @property
+    def name(self) -> str:
+        """The label with E[T], e.g. ``"uniform, E[T]=20"``."""
+        return f"{self.label}, E[T]={self.expected_runs:g}"
+
+
+def default_candidates(
+    means: Iterable[float],
+    kind: str = "geometric",
+    *,
+    gpucb_bounds: Sequence[tuple[float, float]] = DEFAULT_GPUCB_BOUNDS,
+    top_masses: Sequence[float] = DEFAULT_TOP_MASSES,
+    top_set_C: float = 2.0,
+) -> tuple[PlanCandidate, ...]:
+    """Uniform search, GP-UCB at every ``gpucb_bounds`` and GP top-set at every ``top_masses``, × every E[T].
+
+    GP-UCB and GP top-set keep their default rule parameters (``GPUCB()``'s τ, β and scale, ``GPTopSet()``'s
+    tolerance); a top-set candidate's c follows from C and its mass (:func:`dphypo.density.lower_bound_for_top_mass`).
+    T's law is ``make_run_count(kind, mean=m)``; ``"geometric"`` is what ``dphypo tune`` uses by default.
+
+    Args:
+        means: E[T] of the candidates (each > 1, distinct).
+        kind: One of :data:`PLAN_RUN_COUNTS`.
+        gpucb_bounds: ``(C, c)`` of the GP-UCB candidates.
+        top_masses: Favoured prior masses of the GP top-set candidates, each in (0, 1/``top_set_C``).
+        top_set_C: C of the GP top-set candidates (> 1).
+
+    Returns:
+        The candidates, E[T] outer, strategies inner (uniform first).
+
+    Raises:
+        ValueError: ``kind`` not in :data:`PLAN_RUN_COUNTS`, no or repeated means, or invalid bounds or masses.
+    """
+    if kind not in PLAN_RUN_COUNTS:
+        raise ValueError(f"runs must be one of {PLAN_RUN_COUNTS} (a plan compares adaptive searches, which need an "
+                         f"adaptive theorem; poisson and binomial T have none), got {kind!r}")
+    means = [float(m) for m in means]
+    if not means:
+        raise ValueError("means must name at least one E[T], got none")
+    if len(set(means)) != len(means):
+        raise ValueError(f"means must be distinct, got {means}")
+    strategies: list[Strategy] = [Uniform()]
+    strategies += [GPUCB(C=C, c=c) for C, c in gpucb_bounds]
+    strategies += [GPTopSet(C=top_set_C, top_mass=p) for p in top_masses]
+    return tuple(
+        PlanCandidate(strategy_label(s), s, make_run_count(kind, mean=m)) for m in means for s in strategies
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class PlanRow:
+    """What a plan found for one candidate.
+
+    Attributes:
+        candidate: The configuration.
+        status: ``"ok"`` (simulated), ``"unreachable"`` (no σ meets the total ε) or ``"outside family"`` (σ outside
+            the family's range: not simulated, never extrapolated).
+        reason: Why a row is not ``"ok"`` (one line; empty otherwise).
+        sigma: The calibrated σ (``None`` when unreachable).
+        sigma_tolerance: The calibration's tolerance on σ (conservative side), or ``None``.
+        epsilon: Total ε accounted at ``sigma`` (≤ the target), or ``None``.
+        method: The bound that gave ``epsilon`` (e.g. ``"profile-tnb"``, ``"rdp-theorem-a"``), or ``None``.
+        theorem: The theorem behind ``epsilon``, or ``None``.
+        seed: The study seed of the simulated repeats.
+        mean: Mean true value of the released point over the repeats (``None`` unless ``"ok"``).
+        ci95: Its 95 % Student-t interval, or ``None``.
+        values: The true value each repeat released, shape ``(repeats,)`` (empty unless ``"ok"``); curator-only
+            simulation output, not in :meth:`to_dict`.
+        seconds: Wall time of the row's simulation.
+    """
+
+    candidate: PlanCandidate
+    status: RowStatus
+    reason: str = ""
+    sigma: float | None = None
+    sigma_tolerance: float | None = None
+    epsilon: float | None = None
+    method: str | None = None
+    theorem: str | None = None
+    seed: int = 0
+    mean: float | None = None
+    ci95: tuple[float, float] | None = None
+    values: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
+    seconds: float = 0.0
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the candidate was simulated (its mean is known)."""
+        return self.status == "ok"
+
+    @property
+    def repeats(self) -> int:
+        """Simulated repeats (0 unless ``"ok"``)."""
+        return int(self.values.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (no inf/nan; without the per-repeat values)."""
+        cand = self.candidate
+        C, c = cand.bounds
+        ci = (math.nan, math.nan) if self.ci95 is None else self.ci95
+        return {
+            "label": cand.label, "name": cand.name, "strategy": cand.strategy.name, "adaptive": cand.adaptive,
+            "config": _strategy_config(cand.strategy), "C": C, "c": c,
+            "run_count": repr(cand.run_count), "expected_runs": cand.expected_runs,
+            "status": self.status, "reason": self.reason,
+            "sigma": self.sigma, "sigma_tolerance": self.sigma_tolerance,
+            "epsilon": None if self.epsilon is None else finite_or_none(self.epsilon),
+            "method": self.method, "theorem": self.theorem, "seed": self.seed,
+            "mean": None if self.mean is None else finite_or_none(self.mean),
+            "ci95": None if self.ci95 is None else [finite_or_none(ci[0]), finite_or_none(ci[1])],
+            "repeats": self.repeats, "seconds": self.seconds,
+        }
+
+
+def _strategy_config(strategy: Strategy) -> dict[str, Any]:
+    """The strategy's parameters (its dataclass fields), for JSON."""
+    if not dataclasses.is_dataclass(strategy):
+        return {}
+    return {f.name: getattr(strategy, f.name) for f in dataclasses.fields(strategy)}
+
+
+def welch_ci95(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """Mean difference ``mean(a) − mean(b)`` of two independent samples with Welch's 95 % interval.
+
+    Welch (1947), *Biometrika* 34: the standard error sqrt(s_a²/n_a + s_b²/n_b) with the Welch-Satterthwaite
+    degrees of freedom (s_a²/n_a + s_b²/n_b)² / ((s_a²/n_a)²/(n_a − 1) + (s_b²/n_b)²/(n_b − 1)).
+
+    Args:
+        a: Shape ``(n_a,)``, n_a ≥ 2.
+        b: Shape ``(n_b,)``, n_b ≥ 2.
+
+    Returns:
+        ``(difference, (low, high))``; the interval is ``(nan, nan)`` when a sample has fewer than 2 values, and
+        collapses to the difference when both samples are constant.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.ndim != 1 or b.ndim != 1 or a.size == 0 or b.size == 0:
+        raise ValueError(f"a and b must be non-empty 1-d samples, got shapes {a.shape} and {b.shape}")
+    difference = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return difference, (math.nan, math.nan)
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    if va + vb == 0.0:
+        return difference, (difference, difference)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(stats.t.ppf(0.975, df) * math.sqrt(va + vb))
+    return difference, (difference - half, difference + half)
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """``first − second`` in mean released value, with a 95 % interval.
+
+    Attributes:
+        first: The row the difference starts from (e.g. the best, or the best adaptive configuration).
+        second: The row subtracted (e.g. the runner-up, or the best uniform configuration).
+        difference: ``first.mean − second.mean`` (paired: the mean of the per-repeat differences over the common
+            repeats, the same number when both ran the same repeats).
+        ci95: 95 % interval of the difference (``(nan, nan)`` with fewer than 2 repeats).
+        paired: Whether the rows share their repeats' random streams (same seed) and the interval is the paired
+            one; otherwise Welch's.
+        same_runs: Paired with the same run-count law: repeat r of both drew the same T.
+    """
+
+    first: PlanRow
+    second: PlanRow
+    difference: float
+    ci95: tuple[float, float]
+    paired: bool
+    same_runs: bool
+
+    @property
+    def significant(self) -> bool:
+        """Whether the 95 % interval excludes 0 (``first`` is significantly better, or worse)."""
+        low, high = self.ci95
+        return bool(low > 0.0 or high < 0.0)
+
+    @property
+    def pairing(self) -> str:
+        """How the interval was computed, in words."""
+        if not self.paired:
+            return "unpaired, Welch"
+        return "paired, same T per repeat" if self.same_runs else "paired by common random numbers, T differs"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (rows by name)."""
+        return {
+            "first": self.first.candidate.name, "second": self.second.candidate.name,
+            "difference": finite_or_none(self.difference),
+            "ci95": [finite_or_none(self.ci95[0]), finite_or_none(self.ci95[1])],
+            "paired": self.paired, "same_runs": self.same_runs, "pairing": self.pairing,
+            "significant": self.significant,
+        }
+
+
+def compare_rows(first: PlanRow, second: PlanRow) -> Comparison:
+    """``first − second`` with a 95 % interval: paired when the rows share their streams, else Welch's.
+
+    Rows share their streams when they ran with the same seed (repeat r of each used
+    :func:`dphypo.simulation.batched.repeat_streams` ``(seed, r)``, whatever the number of repeats): the pairs over
+    their common repeats are then i.i.d. over r, so the paired interval (:func:`dphypo.simulation.simulate.mean_ci95`
+    of the per-repeat differences, as :mod:`dphypo.simulation.studies` pairs arms) is valid, while Welch's, which
+    assumes independent samples, is not. Rows with different seeds are independent: :func:`welch_ci95`.
+
+    Args:
+        first: A simulated row.
+        second: Another simulated row.
+
+    Returns:
+        The comparison.
+
+    Raises:
+        ValueError: A row was not simulated.
+    """
+    for row in (first, second):
+        if not row.feasible:
+            raise ValueError(f"row {row.candidate.name!r} was not simulated ({row.status}): nothing to compare")
+    paired = first.seed == second.seed
+    if paired:
+        n = min(first.repeats, second.repeats)  # repeat r's streams do not depend on the number of repeats
+        difference, ci = mean_ci95(first.values[:n] - second.values[:n])
+    else:
+        difference, ci = welch_ci95(first.values, second.values)
+    same_runs = paired and first.candidate.run_count == second.candidate.run_count
+    return Comparison(first, second, difference, ci, paired, same_runs)
+
+
+@dataclass(frozen=True, eq=False)
+class PlanResult:
+    """The outcome of :func:`plan_search`.
+
+    Attributes:
+        epsilon: The total ε every candidate was calibrated for.
+        delta: δ.
+        repeats: Simulated searches per candidate.
+        seed: Study seed (the same for every candidate: common random numbers).
+        family_sigmas: σ of the family's members.
+        best_value: The best mean on the family's least noisy member (an upper reference, no search reaches it).
+        rows: One row per candidate, in candidate order.
+        seconds: Wall time of the plan.
+    """
+
+    epsilon: float
+    delta: float
+    repeats: int
+    seed: int
+    family_sigmas: tuple[float, ...]
+    best_value: float
+    rows: tuple[PlanRow, ...]
+    seconds: float = 0.0
+
+    @property
+    def ranked(self) -> tuple[PlanRow, ...]:
+        """The simulated rows, best mean first (ties: candidate order)."""
+        feasible = [(k, r) for k, r in enumerate(self.rows) if r.feasible]
+        return tuple(r for _, r in sorted(feasible, key=lambda kr: (-float(kr[1].mean or 0.0), kr[0])))
+
+    @property
+    def best(self) -> PlanRow | None:
+        """The configuration with the highest mean released value, or ``None`` when no candidate could run."""
+        ranked = self.ranked
+        return ranked[0] if ranked else None
+
+    @property
+    def runner_up(self) -> PlanRow | None:
+        """The second-best configuration, or ``None``."""
+        ranked = self.ranked
+        return ranked[1] if len(ranked) > 1 else None
+
+    @property
+    def difference(self) -> Comparison | None:
+        """Best − runner-up with its 95 % interval (:func:`compare_rows`), or ``None`` without a runner-up."""
+        best, second = self.best, self.runner_up
+        return None if best is None or second is None else compare_rows(best, second)
+
+    @property
+    def significant(self) -> bool:
+        """Whether the best is significantly better than the runner-up (95 % interval of the difference > 0)."""
+        diff = self.difference
+        return diff is not None and diff.ci95[0] > 0.0
+
+    def by_expected_runs(self) -> list[tuple[float, PlanRow | None, PlanRow | None, Comparison | None]]:
+        """Per E[T]: the best uniform row, the best adaptive row and their difference (adaptive − uniform).
+
+        Both rows of an E[T] share the run-count law, so the difference is paired with the same T per repeat.
+
+        Returns:
+            ``(E[T], best uniform or None, best adaptive or None, comparison or None)`` per E[T], in candidate
+            order.
+        """
+        out = []
+        means: list[float] = []
+        for row in self.rows:
+            if row.candidate.expected_runs not in means:
+                means.append(row.candidate.expected_runs)
+        ranked = self.ranked
+        for m in means:
+            uniform = next((r for r in ranked if r.candidate.expected_runs == m and not r.candidate.adaptive), None)
+            adaptive = next((r for r in ranked if r.candidate.expected_runs == m and r.candidate.adaptive), None)
+            comparison = None if uniform is None or adaptive is None else compare_rows(adaptive, uniform)
+            out.append((m, uniform, adaptive, comparison))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready result: settings, every row, the best, the runner-up, their difference and per-E[T] pairs."""
+        best, second, diff = self.best, self.runner_up, self.difference
+        return {
+            "epsilon": self.epsilon, "delta": self.delta, "repeats": self.repeats, "seed": self.seed,
+            "family_sigmas": list(self.family_sigmas), "best_value": finite_or_none(self.best_value),
+            "seconds": self.seconds,
+            "rows": [r.to_dict() for r in self.rows],
+            "best": None if best is None else best.candidate.name,
+            "runner_up": None if second is None else second.candidate.name,
+            "difference": None if diff is None else diff.to_dict(),
+            "significant": self.significant,
+            "by_expected_runs": [
+                {"expected_runs": m, "best_uniform": None if u is None else u.candidate.name,
+                 "best_adaptive": None if a is None else a.candidate.name,
+                 "difference": None if cmp is None else cmp.to_dict()}
+                for m, u, a, cmp in self.by_expected_runs()
+            ],
+        }
+
+
+def _check_positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _calibrated_row(
+    family: LandscapeFamily, epsilon: float, delta: float, candidate: PlanCandidate, seed: int
+) -> PlanRow:
+    """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
+    C, c = candidate.bounds
+    try:
+        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.plan_metadata)
+    except CalibrationError as err:
+        return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
+    report = calibration.report
+    row = PlanRow(candidate, "ok", sigma=calibration.sigma, sigma_tolerance=calibration.sigma_tolerance,
+                  epsilon=float(report.epsilon), method=report.method, theorem=report.theorem, seed=seed)
+    low, high = family.sigma_range
+    if not low <= calibration.sigma <= high:
+        reason = (f"needs sigma={calibration.sigma:.6g} for total epsilon={epsilon:g}, outside the family's range "
+                  f"[{low:g}, {high:g}]; build a member there (dphypo landscape build --sigma)")
+        return dataclasses.replace(row, status="outside family", reason=reason)
+    return row
+
+
+def plan_search(
+    family: LandscapeFamily,
+    epsilon: float,
+    delta: float,
+    candidates: Sequence[PlanCandidate],
+    *,
+    repeats: int,
+    seed: int = 0,
+    workers: int | None = None,
+    executor: Executor | str | None = None,
+    progress: Callable[[PlanRow], None] | None = None,
+) -> PlanResult:
+    """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
+
+    Every candidate is calibrated first (σ for its own search, :func:`dphypo.simulation.equal_epsilon.arm_calibration`
+    with the strategy's own (C, c)); then each feasible one runs ``repeats`` simulated searches on ``family.at(σ)``
+    with the batched engine, projected onto and accounted with those same (C, c). Every candidate uses the same
+    ``seed``, so repeat r of every candidate shares its random streams (module docstring).
+
+    Args:
+        family: The landscape family (members built with the DP-SGD plan of the search being planned).
+        epsilon: Total ε of the search (> 0).
+        delta: δ ∈ (0, 1).
+        candidates: The configurations (distinct ``(label, run_count)``), e.g. :func:`default_candidates`.
+        repeats: Simulated searches per candidate (≥ 1; ≥ 2 for intervals).
+        seed: Study seed (≥ 0).
+        workers: Processes of the default executor (``None``: all cores; 1 runs in this process).
+        executor: Where the searches run (:func:`dphypo.search.execution.executor_scope`); results do not depend
+            on it.
+        progress: Called with every finished row (calibrated-only rows included), in candidate order.
+
+    Returns:
+        One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
+        :attr:`~PlanResult.difference`.
+
+    Raises:
+        ValueError: Invalid arguments (a candidate that cannot run is a row with its status, not an error).
+    """
+    if not isinstance(family, LandscapeFamily):
+        raise ValueError(f"family must be a LandscapeFamily, got {type(family).__name__}")
+    epsilon, delta = _check_positive("epsilon", epsilon), _check_positive("delta", delta)
+    if not delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if isinstance(repeats, bool) or not (isinstance(repeats, int) and repeats >= 1):
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    if isinstance(seed, bool) or not (isinstance(seed, int) and seed >= 0):
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    candidates = tuple(candidates)
+    if not candidates:
+        raise ValueError("candidates must not be empty")
+    for candidate in candidates:
+        if not isinstance(candidate, PlanCandidate):
+            raise ValueError(f"candidates must be PlanCandidate objects, got {candidate!r}")
+    keys = [(x.label, repr(x.run_count)) for x in candidates]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"candidates must be distinct (label, run count) pairs, got {[x.name for x in candidates]}")
+    start = time.perf_counter()
+    # Every σ first: an unreachable or out-of-range candidate is known before the first simulated search.
+    calibrated = [_calibrated_row(family, epsilon, delta, x, seed) for x in candidates]
+    rows: list[PlanRow] = []
+    with executor_scope(executor, workers=workers) as pool:
+        for row in calibrated:
+            if row.feasible:
+                row = _simulated(family, row, repeats, seed, workers, pool)
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+    return PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
+                      time.perf_counter() - start)
+
+
+def _simulated(
+    family: LandscapeFamily, row: PlanRow, repeats: int, seed: int, workers: int | None, pool: Executor
+) -> PlanRow:
+    """``row`` with its simulation: ``repeats`` searches on the family at the row's σ."""
+    assert row.sigma is not None  # an "ok" row is calibrated
+    C, c = row.candidate.bounds  # exactly the bounds the row was accounted with
+    tick = time.perf_counter()
+    result = simulate(family.at(row.sigma), [row.candidate.strategy], repeats=repeats,
+                      run_count=row.candidate.run_count, C=C, c=c, seed=seed, workers=workers, engine="batched",
+                      executor=pool)[0]
+    return dataclasses.replace(row, mean=result.mean, ci95=result.ci95, values=result.values,
+                               seconds=time.perf_counter() - tick)

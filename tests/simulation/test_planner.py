@@ -1,0 +1,231 @@
+"""Tests for dphypo.simulation.planner: candidates at equal total ε on the shipped digits family."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dphypo.privacy import Poisson, make_run_count
+from dphypo.simulation.family import LandscapeFamily, load_family
+from dphypo.simulation.planner import (
+    DEFAULT_GPUCB_BOUNDS,
+    PlanCandidate,
+    PlanResult,
+    PlanRow,
+    compare_rows,
+    default_candidates,
+    plan_search,
+    strategy_label,
+    welch_ci95,
+)
+from dphypo.simulation.simulate import mean_ci95, simulate
+from dphypo.simulation.studies import Setting, arm_epsilon
+from dphypo.strategies import GPUCB, GPTopSet, Uniform
+
+LANDSCAPES = Path(__file__).resolve().parents[2] / "landscapes"
+SIGMAS = ("1.0", "1.2226", "1.45", "1.7673", "2.1", "2.9", "4.0")
+MEMBERS = [str(LANDSCAPES / f"digits_mlp_sigma{s}.npz") for s in SIGMAS]
+MEANS = (10.0, 20.0)
+REPEATS = 8
+DELTA = 1e-5
+
+
+@pytest.fixture(scope="module")
+def family() -> LandscapeFamily:
+    return load_family(MEMBERS)
+
+
+def _candidates(strategies: list, means: tuple[float, ...] = MEANS) -> list[PlanCandidate]:
+    return [PlanCandidate(strategy_label(s), s, make_run_count("geometric", mean=m)) for m in means for s in strategies]
+
+
+@pytest.fixture(scope="module")
+def plan8(family: LandscapeFamily) -> tuple[PlanResult, list[PlanRow]]:
+    """A plan at ε = 8: uniform, a narrow GP-UCB and a GP top-set, × E[T] ∈ {10, 20}."""
+    strategies = [Uniform(), GPUCB(C=1.25, c=0.8), GPTopSet(C=2.0, top_mass=0.05)]
+    seen: list[PlanRow] = []
+    result = plan_search(family, 8.0, DELTA, _candidates(strategies), repeats=REPEATS, seed=3, workers=1,
+                         progress=seen.append)
+    return result, seen
+
+
+def test_default_candidates_sweep_strategies_bounds_and_means() -> None:
+    candidates = default_candidates(MEANS)
+    assert len(candidates) == 6 * len(MEANS)
+    for k, m in enumerate(MEANS):
+        block = candidates[6 * k: 6 * (k + 1)]
+        assert all(x.run_count == make_run_count("geometric", mean=m) for x in block)  # the TNB with θ = 1
+        assert all(getattr(x.run_count, "theta", None) == 1.0 for x in block)
+        assert isinstance(block[0].strategy, Uniform) and block[0].bounds == (1.0, 1.0)
+        assert [x.bounds for x in block[1:4]] == list(DEFAULT_GPUCB_BOUNDS)
+        assert all(isinstance(x.strategy, GPUCB) for x in block[1:4])
+        top = block[4:]
+        assert [getattr(x.strategy, "top_mass", None) for x in top] == [0.05, 0.1]
+        # c derived from C and the mass: (1 − C·p)/(1 − p)
+        assert [x.bounds for x in top] == [(2.0, (1 - 2 * p) / (1 - p)) for p in (0.05, 0.1)]
+    assert len({(x.label, x.expected_runs) for x in candidates}) == len(candidates)
+    assert candidates[1].label == "gp-ucb C=2 c=0.75" and candidates[1].name == "gp-ucb C=2 c=0.75, E[T]=10"
+
+
+@pytest.mark.parametrize(("means", "kind", "match"), [
+    ((10,), "poisson", "adaptive theorem"),
+    ((), "geometric", "at least one"),
+    ((10, 10), "geometric", "distinct"),
+])
+def test_default_candidates_refuse_bad_input(means: tuple, kind: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        default_candidates(means, kind)
+
+
+def test_a_candidate_needs_a_privacy_theorem() -> None:
+    with pytest.raises(ValueError, match=r"(?i)poisson"):
+        PlanCandidate("gp", GPUCB(), Poisson(10.0))
+    PlanCandidate("uniform", Uniform(), Poisson(10.0))  # uniform search may use Poisson T
+
+
+def test_every_row_spends_the_total_epsilon_with_its_own_bounds(
+    plan8: tuple[PlanResult, list[PlanRow]], family: LandscapeFamily
+) -> None:
+    result, seen = plan8
+    assert [r.candidate for r in seen] == [r.candidate for r in result.rows]  # progress: every row, in order
+    low, high = family.sigma_range
+    for row in result.rows:
+        assert row.status == "ok" and row.reason == "" and row.repeats == REPEATS
+        assert row.epsilon is not None and 8.0 - 0.05 <= row.epsilon <= 8.0
+        assert row.sigma is not None and low <= row.sigma <= high
+        C, c = row.candidate.bounds
+        # The same ε from the accountant on the landscape the row ran on, with the strategy's own (C, c).
+        setting = Setting("x", run_count=row.candidate.run_count)
+        accounted, _ = arm_epsilon(family.at(row.sigma), setting, C, c, DELTA)
+        assert accounted is not None and math.isclose(accounted, row.epsilon, rel_tol=1e-9)
+        assert row.method is not None
+        assert row.method.startswith("profile") if not row.candidate.adaptive else row.method.startswith("rdp")
+    by_name = {r.candidate.name: r for r in result.rows}
+    # Paying for adaptivity costs noise: every adaptive row runs at a larger σ than uniform search at its E[T].
+    for m in MEANS:
+        uniform = by_name[f"uniform, E[T]={m:g}"]
+        assert all(r.sigma > uniform.sigma for r in result.rows  # type: ignore[operator]
+                   if r.candidate.adaptive and r.candidate.expected_runs == m)
+
+
+def test_a_row_is_the_simulation_of_its_own_configuration(
+    plan8: tuple[PlanResult, list[PlanRow]], family: LandscapeFamily
+) -> None:
+    result, _ = plan8
+    row = next(r for r in result.rows if isinstance(r.candidate.strategy, GPTopSet) and r.candidate.expected_runs == 10)
+    assert row.sigma is not None
+    C, c = row.candidate.bounds
+    assert (C, c) == (2.0, row.candidate.strategy.c)
+    again = simulate(family.at(row.sigma), [row.candidate.strategy], repeats=REPEATS, run_count=row.candidate.run_count,
+                     C=C, c=c, seed=3, workers=1, engine="batched")[0]
+    np.testing.assert_allclose(row.values, again.values, rtol=0, atol=1e-12)
+    assert row.mean == pytest.approx(again.mean) and row.ci95 == pytest.approx(again.ci95)
+
+
+def test_best_runner_up_and_their_paired_difference(plan8: tuple[PlanResult, list[PlanRow]]) -> None:
+    result, _ = plan8
+    ranked = result.ranked
+    assert len(ranked) == len(result.rows)
+    means = [r.mean for r in ranked]
+    assert means == sorted(means, reverse=True)  # type: ignore[type-var]
+    best, second, diff = result.best, result.runner_up, result.difference
+    assert best is ranked[0] and second is ranked[1] and diff is not None
+    assert best.mean == max(r.mean for r in result.rows)  # type: ignore[type-var]
+    assert diff.first is best and diff.second is second and diff.paired
+    assert diff.same_runs == (best.candidate.run_count == second.candidate.run_count)
+    expected = mean_ci95(best.values - second.values)
+    assert diff.difference == pytest.approx(expected[0]) and diff.ci95 == pytest.approx(expected[1])
+    assert diff.difference == pytest.approx(best.mean - second.mean)  # type: ignore[operator]
+    assert result.significant == (diff.ci95[0] > 0)
+
+
+def test_per_expected_runs_best_uniform_vs_best_adaptive(plan8: tuple[PlanResult, list[PlanRow]]) -> None:
+    result, _ = plan8
+    pairs = result.by_expected_runs()
+    assert [m for m, *_ in pairs] == list(MEANS)
+    for m, uniform, adaptive, cmp in pairs:
+        assert uniform is not None and adaptive is not None and cmp is not None
+        assert not uniform.candidate.adaptive and uniform.candidate.expected_runs == m
+        rivals = [r for r in result.rows if r.candidate.adaptive and r.candidate.expected_runs == m]
+        assert adaptive.mean == max(r.mean for r in rivals)  # type: ignore[type-var]
+        assert cmp.first is adaptive and cmp.second is uniform and cmp.same_runs
+        assert cmp.pairing == "paired, same T per repeat"
+        expected = mean_ci95(adaptive.values - uniform.values)
+        assert cmp.difference == pytest.approx(expected[0]) and cmp.ci95 == pytest.approx(expected[1])
+
+
+def test_json_round_trip(plan8: tuple[PlanResult, list[PlanRow]]) -> None:
+    result, _ = plan8
+    payload = result.to_dict()
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert payload["best"] == result.best.candidate.name  # type: ignore[union-attr]
+    assert payload["runner_up"] == result.runner_up.candidate.name  # type: ignore[union-attr]
+    assert payload["difference"]["significant"] == result.significant == payload["significant"]
+    assert len(payload["rows"]) == len(result.rows)
+    row = payload["rows"][0]
+    assert row["status"] == "ok" and row["repeats"] == REPEATS and "values" not in row
+    assert [e["expected_runs"] for e in payload["by_expected_runs"]] == list(MEANS)
+
+
+def test_unreachable_and_outside_family_rows_are_reported_not_raised(family: LandscapeFamily) -> None:
+    # ε = 2: GP-UCB (2, 0.75) costs more than 2 even with infinite noise; uniform search at E[T] = 20 needs
+    # σ ≈ 4.02, just beyond the family's largest member (4.0).
+    result = plan_search(family, 2.0, DELTA, _candidates([Uniform(), GPUCB(C=2.0, c=0.75)]), repeats=4, seed=0,
+                         workers=1)
+    rows = {r.candidate.name: r for r in result.rows}
+    ok = rows["uniform, E[T]=10"]
+    assert ok.status == "ok" and ok.epsilon is not None and 1.95 <= ok.epsilon <= 2.0
+    for m in MEANS:
+        gp = rows[f"gp-ucb C=2 c=0.75, E[T]={m:g}"]
+        assert gp.status == "unreachable" and "unreachable" in gp.reason and gp.sigma is None
+        assert gp.mean is None and gp.repeats == 0
+    outside = rows["uniform, E[T]=20"]
+    assert outside.status == "outside family" and outside.sigma is not None and outside.sigma > family.sigma_range[1]
+    assert "outside the family's range" in outside.reason and outside.mean is None
+    assert outside.epsilon is not None and outside.epsilon <= 2.0  # calibrated, just not simulated
+    assert result.best is ok and result.runner_up is None and result.difference is None and not result.significant
+    payload = result.to_dict()
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert payload["by_expected_runs"][1] == {"expected_runs": 20.0, "best_uniform": None, "best_adaptive": None,
+                                              "difference": None}
+
+
+def test_rows_of_different_seeds_are_compared_with_welch() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0.8, 0.05, 30), rng.normal(0.78, 0.02, 12)
+    cand = PlanCandidate("uniform", Uniform(), make_run_count("geometric", mean=10))
+    first = PlanRow(cand, "ok", seed=0, mean=float(a.mean()), ci95=(0.0, 1.0), values=a)
+    second = PlanRow(cand, "ok", seed=1, mean=float(b.mean()), ci95=(0.0, 1.0), values=b)
+    cmp = compare_rows(first, second)
+    reference = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert not cmp.paired and cmp.pairing == "unpaired, Welch"
+    assert cmp.difference == pytest.approx(a.mean() - b.mean())
+    assert cmp.ci95 == pytest.approx((reference.low, reference.high))
+    assert welch_ci95(a, b) == (cmp.difference, cmp.ci95)
+    same_seed = compare_rows(first, PlanRow(cand, "ok", seed=0, values=b))
+    assert same_seed.paired and same_seed.ci95 == pytest.approx(mean_ci95(a[:12] - b)[1])
+    with pytest.raises(ValueError, match="not simulated"):
+        compare_rows(first, PlanRow(cand, "unreachable", reason="x"))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"epsilon": 0.0}, "epsilon"),
+    ({"delta": 1.0}, "delta"),
+    ({"repeats": 0}, "repeats"),
+    ({"seed": -1}, "seed"),
+    ({"candidates": []}, "candidates"),
+    ({"candidates": _candidates([Uniform(), Uniform()], (10.0,))}, "distinct"),
+])
+def test_plan_search_refuses_bad_arguments_before_any_work(family: LandscapeFamily, kwargs: dict, match: str) -> None:
+    args: dict[str, Any] = {"epsilon": 8.0, "delta": DELTA, "candidates": _candidates([Uniform()], (10.0,)),
+                            "repeats": 2, "seed": 0}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        plan_search(family, args["epsilon"], args["delta"], args["candidates"], repeats=args["repeats"],
+                    seed=args["seed"], workers=1)
