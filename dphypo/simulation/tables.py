@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dphypo.simulation.studies import FIXED_T_NOTE, Cell, StudyResult, finite_or_none
+from dphypo.simulation.studies import FIXED_T_NOTE, ArmSpec, Cell, StudyResult, derives_lower_bound, finite_or_none
 
 __all__ = [
     "format_difference",
@@ -101,8 +101,7 @@ def table_markdown(result: StudyResult) -> str:
             values += [_with_repeats(cell, config.repeats), format_epsilon(cell)]
             values += [format_difference(cell)] if cell.arm.adaptive else []
         lines.append("| " + " | ".join(values) + " |")
-    notes = [f"- `{a.label}`: {a.strategy.name} on `{a.landscape_name}`"
-             + (" (C, c of the row)" if a.adaptive else " (C = c = 1)") for a in arms]
+    notes = [f"- `{a.label}`: {a.strategy.name} on `{a.landscape_name}` ({_bounds_note(a)})" for a in arms]
     notes.append(f"- {config.repeats} repeats per cell unless marked (n = …); seed {config.seed}; "
                  f"δ = {config.delta:g}; ε by dphypo.privacy.account (per-run plan from the landscape "
                  "metadata; RDP, and for uniform arms also the privacy-profile bounds); paired differences over "
@@ -126,3 +125,12 @@ def _with_repeats(cell: Cell, default: int) -> str:
     if cell.result is not None and cell.result.repeats != default:
         text += f" (n = {cell.result.repeats})"
     return text
+
+
+def _bounds_note(arm: ArmSpec) -> str:
+    """Which (C, c) the arm's cells use (:func:`dphypo.simulation.studies.cell_strategy`)."""
+    if not arm.adaptive:
+        return "C = c = 1"
+    if derives_lower_bound(arm.strategy):
+        return "C of the row, or its own; c derived from C"
+    return "C, c of the row, or its own"

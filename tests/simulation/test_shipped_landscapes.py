@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,9 @@ def test_shipped_landscape_loads_with_provenance(path: Path) -> None:
     assert f"sigma{meta['sigma']}" in path.stem
     assert land.axis_names == ("lr", "clip") and land.direction == "maximize"
     assert np.all((land.mean >= 0) & (land.mean <= 1)) and np.all(land.std > 0)
-    # a real DP-SGD landscape: chance level somewhere, well-trained models elsewhere
-    assert land.mean.min() < 0.3 and land.best_value > 0.8
+    # a real DP-SGD landscape: chance level somewhere (10 classes), models well above it elsewhere (the noisiest
+    # family members, σ 5.5 and 7.9, still reach 0.79 and 0.71)
+    assert land.mean.min() < 0.3 and land.best_value > 0.65
     assert (ROOT / "README.md").read_text().count(path.name) >= 1
 
 
@@ -58,3 +60,14 @@ def test_digits_pair_is_the_white_box_setting() -> None:
             assert proven < meta["sigma"] - 0.05
         else:
             assert proven == pytest.approx(meta["sigma"], abs=1e-4)
+
+
+def test_digits_family_degrades_with_sigma() -> None:
+    """More noise per run never helps: the family's best and grid-mean accuracy fall as σ grows."""
+    members = sorted(ROOT.glob("digits_mlp_sigma*.npz"), key=lambda p: load_landscape(p).metadata["sigma"])
+    lands = [load_landscape(p) for p in members]
+    assert len(lands) >= 5
+    best = [land.best_value for land in lands]
+    grid_mean = [float(land.mean.mean()) for land in lands]
+    assert all(a > b for a, b in pairwise(grid_mean)), grid_mean
+    assert best[0] > 0.95 and best[-1] < best[0] - 0.2, best
