@@ -104,7 +104,8 @@ class GPRule(Protocol):
 class GPUCB:
     """GP-UCB softmax strategy (DP-HyPO Algorithm 3, Wang et al. 2023).
 
-    After each run a GP is refitted on all observations, the upper confidence bound s = μ + τσ is computed
+    After each run the GP is updated with all observations (refitted, or conditioned between scheduled refits:
+    ``refit_growth``), the upper confidence bound s = μ + τσ is computed
     on the grid (on the oriented score, so higher s is better also when minimising), and the density is the
     softmax π(λ) ∝ π0(λ)·exp(β·s_λ) (see :func:`tilted_softmax`; the paper's uniform π0 gives its
     exp(βs_λ)/Σexp(βs)). With no observations, or when the GP cannot be fitted (one observation, all-equal
@@ -292,13 +293,13 @@ class GPUCBSession:
         return list(self._events[member])
 
     def density(self, observations: Sequence[tuple[int, float]]) -> np.ndarray:
-        """Refit the GP on all observations of a one-member session and return softmax(β·UCB), shape ``(n,)``.
+        """Update the GP of a one-member session with all its observations (refit or condition, per the schedule).
 
         Args:
             observations: ``(grid index, score)`` pairs in run order; failed runs have a non-finite score.
 
         Returns:
-            Unprojected density, shape ``(n,)``, non-negative, summing to 1.
+            The rule's unprojected density (GP-UCB: softmax(β·UCB)), shape ``(n,)``, non-negative, summing to 1.
         """
         if self.members != 1:
             raise ValueError(f"density is for a one-member session; use update() for {self.members} members")

@@ -16,7 +16,9 @@ computed on the u distinct points, so a step costs O(u³) instead of O(t³) and 
 covered, while the function maximised — Standardize over all t scores, priors, bounds — is unchanged.
 
 Warm start: :func:`fit_surrogate` takes each member's initial hyperparameters (``start``; the GP-UCB session
-passes the member's previous fit) and returns the fitted ones (``SurrogateFit.hyper``).
+passes the member's previous fit) and returns the fitted ones (``SurrogateFit.hyper``). It also returns each
+member's posterior as a :class:`~dphypo.strategies.posterior.GridPosterior`, which the session conditions exactly
+on later observations between scheduled refits (``GPUCB.refit_growth``).
 
 How: the members are stacked into one BoTorch model with batch shape ``(B,)`` and fitted with BoTorch's batched
 L-BFGS-B (``botorch.optim.batched_lbfgs_b.fmin_l_bfgs_b_batched``): a port of scipy's L-BFGS-B that keeps one
