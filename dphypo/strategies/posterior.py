@@ -26,6 +26,8 @@ import gpytorch
 import numpy as np
 import torch
 
+from dphypo._threads import torch_threads
+
 __all__ = ["GridFactors", "GridPosterior"]
 
 # Rounding slack allowed on unit coordinates (e.g. log-space maps that land at 1 + 1e-16).
@@ -195,9 +197,14 @@ class GridPosterior:
         members = np.asarray(members, dtype=np.int64)
         if members.size == 0:
             return
+        with torch_threads():  # one thread by default, restored afterwards (see dphypo._threads)
+            self._condition(members, np.asarray(indices, dtype=np.int64), np.asarray(values, dtype=np.float64))
+
+    def _condition(self, members: np.ndarray, indices: np.ndarray, values: np.ndarray) -> None:
+        """:meth:`condition` on validated arrays."""
         at = torch.as_tensor(members)
-        point = torch.as_tensor(np.asarray(indices, dtype=np.int64))
-        observed = (torch.as_tensor(np.asarray(values, dtype=np.float64)) - self.loc[at]) / self.scale[at]
+        point = torch.as_tensor(indices)
+        observed = (torch.as_tensor(values) - self.loc[at]) / self.scale[at]
         noise, lengthscale = self.hyper[at, 0], self.hyper[at, 2:]
         factors = self._factors
         prior_column = factors.cross_kernel(factors.grid[point][:, None, :], lengthscale)[:, 0]
