@@ -48,7 +48,14 @@ from dphypo.simulation.studies import (
 )
 from dphypo.train.plan import DPSGDPlan
 
-__all__ = ["arm_calibration", "arm_sigma", "cell_landscapes", "metadata_plan", "run_equal_epsilon_study"]
+__all__ = [
+    "arm_calibration",
+    "arm_sigma",
+    "cell_landscapes",
+    "check_positive",
+    "metadata_plan",
+    "run_equal_epsilon_study",
+]
 
 # σ of the placeholder plan the cache is keyed on (the calibration replaces it).
 _PLACEHOLDER_SIGMA = 1.0
@@ -88,7 +95,8 @@ def metadata_plan(plan_metadata: Mapping[str, Any]) -> DPSGDPlan:
     return plan
 
 
-def _check_positive(name: str, value: Any) -> float:
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a float, or a one-line ``ValueError`` naming ``name`` if it is not a finite number > 0."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
@@ -111,7 +119,7 @@ def arm_calibration(
     Returns:
         The calibration (``sigma``, ``report``, ``sigma_tolerance``, ``evaluations``).
     """
-    epsilon, delta = _check_positive("epsilon", epsilon), _check_positive("delta", delta)
+    epsilon, delta = check_positive("epsilon", epsilon), check_positive("delta", delta)
     if not isinstance(run_count, RunCountDistribution):
         raise ValueError(f"run_count must be a RunCountDistribution, got {run_count!r}")
     search = SearchSpec(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)

@@ -41,10 +41,10 @@ from scipy import stats
 
 from dphypo.privacy import CalibrationError, RunCountDistribution, SearchSpec, make_run_count
 from dphypo.search.execution import Executor, executor_scope
-from dphypo.simulation.equal_epsilon import arm_calibration
+from dphypo.simulation.equal_epsilon import arm_calibration, check_positive
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.simulate import mean_ci95, simulate
-from dphypo.simulation.studies import finite_or_none
+from dphypo.simulation.studies import finite_or_none, strategy_config
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
 
 __all__ = [
@@ -233,7 +233,7 @@ class PlanRow:
         ci = (math.nan, math.nan) if self.ci95 is None else self.ci95
         return {
             "label": cand.label, "name": cand.name, "strategy": cand.strategy.name, "adaptive": cand.adaptive,
-            "config": _strategy_config(cand.strategy), "C": C, "c": c,
+            "config": strategy_config(cand.strategy), "C": C, "c": c,
             "run_count": repr(cand.run_count), "expected_runs": cand.expected_runs,
             "status": self.status, "reason": self.reason,
             "sigma": self.sigma, "sigma_tolerance": self.sigma_tolerance,
@@ -243,13 +243,6 @@ class PlanRow:
             "ci95": None if self.ci95 is None else [finite_or_none(ci[0]), finite_or_none(ci[1])],
             "repeats": self.repeats, "seconds": self.seconds,
         }
-
-
-def _strategy_config(strategy: Strategy) -> dict[str, Any]:
-    """The strategy's parameters (its dataclass fields), for JSON."""
-    if not dataclasses.is_dataclass(strategy):
-        return {}
-    return {f.name: getattr(strategy, f.name) for f in dataclasses.fields(strategy)}
 
 
 def welch_ci95(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
@@ -455,12 +448,6 @@ class PlanResult:
         }
 
 
-def _check_positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def _calibrated_row(
     family: LandscapeFamily, epsilon: float, delta: float, candidate: PlanCandidate, seed: int
 ) -> PlanRow:
@@ -521,7 +508,7 @@ def plan_search(
     """
     if not isinstance(family, LandscapeFamily):
         raise ValueError(f"family must be a LandscapeFamily, got {type(family).__name__}")
-    epsilon, delta = _check_positive("epsilon", epsilon), _check_positive("delta", delta)
+    epsilon, delta = check_positive("epsilon", epsilon), check_positive("delta", delta)
     if not delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     if isinstance(repeats, bool) or not (isinstance(repeats, int) and repeats >= 1):

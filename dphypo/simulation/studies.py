@@ -64,7 +64,7 @@ __all__ = [
     "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "CellLandscape", "Setting",
     "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "cell_bounds", "cell_strategy",
     "derives_lower_bound", "finite_or_none", "fixed_T_settings", "landscape_plan", "parse_T_values",
-    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study",
+    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study", "strategy_config",
 ]
 
 #: What a fixed-T cell shows instead of ε: fixed T is a research mode with no privacy theorem.
@@ -266,7 +266,7 @@ class StudyConfig:
             "name": self.name, "repeats": self.repeats, "seed": self.seed, "delta": self.delta,
             "engine": self.engine, "batch": self.batch, "workers": self.workers, "epsilon": self.epsilon,
             "arms": [{"label": a.label, "strategy": a.strategy.name, "landscape": _landscape_json(a.landscape),
-                      "config": _strategy_config(a.strategy)} for a in self.arms],
+                      "config": strategy_config(a.strategy)} for a in self.arms],
             "settings": [{"label": s.label, "T": s.T, "runs": None if s.T is not None else s.describe_runs(),
                           "C": s.C, "c": s.c, "adaptive_repeats": s.adaptive_repeats}
                          for s in self.settings],
@@ -368,7 +368,7 @@ def _landscape_json(spec: str | tuple[str, ...]) -> str | list[str]:
     return spec if isinstance(spec, str) else list(spec)
 
 
-def _strategy_config(strategy: Strategy) -> dict[str, Any]:
+def strategy_config(strategy: Strategy) -> dict[str, Any]:
     """Every field of a dataclass strategy (its own bounds, a derived c included); ``{}`` for any other object."""
     if not dataclasses.is_dataclass(strategy):
         return {}
