@@ -142,7 +142,7 @@ class GPUCB:
             instead of 99 at T = 100, 53 instead of 999 at T = 1,000. Measured on the digits landscape
             (σ 1.7673, C = 2, c = 0.75, geometric T, paired repeats), released accuracy with 0.1 minus with 0:
             −0.0006 [−0.0020, +0.0009] at E[T] = 20 (200 repeats), +0.0006 [−0.0012, +0.0024] at E[T] = 100
-            (100 repeats): no detectable change, at 2.8× and 5.7× less CPU.
+            (100 repeats): no detectable change, at 2.8× and 5.7× less CPU (``benchmarks/refit_schedule.py``).
 
     Example:
         >>> from dphypo.space import Float, SearchSpace
