@@ -1,5 +1,8 @@
-"""ε of an adaptive search (C = 2, c = 0.75, δ = 1e-5): published DP-HyPO Theorem 1, the proven Theorem A (default)
-and Theorem B (opt-in), the best lower bound found, and the uniform (C = c = 1) bound — the README's table.
+"""ε of an adaptive search (C = 2, c = 0.75, δ = 1e-5): published DP-HyPO Theorem 1, the proven Theorems A and B (B the
+default), the best lower bound found, and the uniform (C = c = 1) bounds — the README's table.
+
+Uniform bounds: Papernot-Steinke Theorem 2 (RDP), Theorem B at C = c = 1 (RDP, docs/proofs/adaptive.md §5b) and the
+Koskela-Redberg-Wang privacy-profile bound (Thm 5.2, TNB T). An RDP curve composes by addition, a profile does not.
 
 Settings: the paper's MNIST DP-SGD run (σ = 0.71, q = 256/60000, 2344 steps) and the ``dphypo tune`` digits
 default (batch 64, 10 epochs, score noise 0.02·n_val counts, σ calibrated for ε = 8 at E[T] = 20 under the
@@ -14,7 +17,9 @@ candidates searched uniformly. The table gives the best adaptive and the best un
 exact δ(ε) (interval arithmetic of the audit engine) is inverted at δ = 1e-5, so every entry is rigorous.
 
 Run: OMP_NUM_THREADS=1 python benchmarks/adaptive_bounds.py            (≈ 3-5 min on one core)
+     OMP_NUM_THREADS=1 python benchmarks/adaptive_bounds.py --no-lower  (upper bounds only, seconds)
      OMP_NUM_THREADS=1 python benchmarks/adaptive_bounds.py --search-flag 8 3   (re-find a flag shape, minutes)
+     OMP_NUM_THREADS=1 python benchmarks/adaptive_bounds.py --two-rule  (the two-rule game of §8, seconds)
 """
 
 from __future__ import annotations
@@ -170,18 +175,67 @@ def search_flag(order: float, eps_cap: float, restarts: int = 3) -> None:
     print(flag_excess(flag_instance(make(z), C, c, run_count), order))
 
 
+def two_rule(order: float = 8.0, trials: int = 4000) -> None:
+    """The two-rule game of docs/proofs/adaptive.md §8: data-independent candidates (ε = 0) with distinct outputs, D
+    searched with one density of S_{C,c}(π⁰) and D′ with another (C = 2, c = 0.75, geometric T, E[T] = 20). Steps
+    1–4 of the proof bound the datasets with opposite envelopes independently, so they cover this game; the real
+    search (one rule for both) has divergence 0. Random search over priors and vertex densities, then Nelder-Mead."""
+    from scipy import optimize
+
+    from dphypo.privacy import geometric
+
+    run_count = geometric(0.05)
+
+    def vertex(prior: np.ndarray, order_: np.ndarray) -> np.ndarray:
+        law, room = c * prior, 1.0 - c * prior.sum()
+        for i in order_:
+            add = min((C - c) * prior[i], room)
+            law[i] += add
+            room -= add
+        return law
+
+    def divergence(prior: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
+        def release(law: np.ndarray) -> np.ndarray:
+            return np.diff(run_count.pgf(np.concatenate([[0.0], np.minimum(np.cumsum(law), 1.0)])))
+
+        a, b = release(vertex(prior, first)), release(vertex(prior, second))
+        return float(math.log(np.sum(a**order * b ** (1 - order))) / (order - 1))
+
+    rng = np.random.default_rng(0)
+    for size in (2, 3, 4):
+        best = (-1.0, None)
+        for _ in range(trials):
+            prior, first, second = rng.dirichlet(np.full(size, 0.5)), rng.permutation(size), rng.permutation(size)
+            value = divergence(prior, first, second)
+            if value > best[0]:
+                best = (value, (prior, first, second))
+        prior, first, second = best[1]  # type: ignore[misc]
+        res = optimize.minimize(lambda z, f=first, g=second: -divergence(np.exp(z) / np.exp(z).sum(), f, g),
+                                np.log(prior), method="Nelder-Mead",
+                                options=dict(xatol=1e-10, fatol=1e-12, maxiter=8000))
+        prior = np.exp(res.x) / np.exp(res.x).sum()
+        print(f"{size} candidates: D_{order:g} = {-res.fun:.4f}, prior {np.round(prior, 10).tolist()}, "
+              f"D-density {np.round(vertex(prior, first) / prior, 6).tolist()}, "
+              f"D'-density {np.round(vertex(prior, second) / prior, 6).tolist()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-lower", action="store_true", help="skip the (slow) lower-bound searches")
     parser.add_argument("--search-flag", nargs=2, type=float, metavar=("ORDER", "EPS_CAP"),
                         help="only re-find a flag shape at this order with per-candidate ε(order) ≤ EPS_CAP")
+    parser.add_argument("--two-rule", action="store_true", help="only the two-rule game of §8 (ε = 0)")
     args = parser.parse_args()
     if args.search_flag:
         search_flag(*args.search_flag)
         return
+    if args.two_rule:
+        two_rule()
+        return
     t0 = time.perf_counter()
     from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
     from dphypo.privacy.calibration import smallest_sigma
+    from dphypo.privacy.profiles import dpsgd_profile
     from dphypo.train.data import load_dataset
     from dphypo.train.plan import DPSGDPlan
 
@@ -197,38 +251,53 @@ def main() -> None:
         return account(digits_plan(sigma).rdp(), default_search, DELTA, adaptive_theorem="published").epsilon
 
     sigma_published = smallest_sigma(eps_published, 8.0, rtol=1e-4)
-    sigma_a = smallest_sigma(lambda s: account(digits_plan(s).rdp(), default_search, DELTA).epsilon, 8.0, rtol=1e-4)
     plan = digits_plan(sigma_published)
     print(f"digits default plan: n_train={plan.n_train}, n_val={n_val}, batch 64, 10 epochs -> "
           f"q={plan.sample_rate:.6g}, steps={plan.steps}, score noise {plan.score_noise:g} counts")
-    print(f"calibrated sigma for eps=8, E[T]=20, C=2, c=0.75: published Thm 1 {sigma_published:.4f}, "
-          f"Theorem A {sigma_a:.4f}")
+    sigmas = {"published Thm 1": sigma_published}
+    for theorem in ("A", "B"):
+        sigmas[f"Theorem {theorem}"] = smallest_sigma(
+            lambda s, t=theorem: account(digits_plan(s).rdp(), default_search, DELTA, adaptive_theorem=t).epsilon,
+            8.0, rtol=1e-4)
+    uniform_search = default_search.uniform()
+    for label, theorem, with_profile in (("uniform, Papernot-Steinke", "A", False),
+                                         ("uniform, Theorem B at C = c = 1", "B", False),
+                                         ("uniform, every bound", "B", True)):
+        sigmas[label] = smallest_sigma(
+            lambda s, t=theorem, p=with_profile: account(digits_plan(s).rdp(), uniform_search, DELTA,
+                                                         profile=digits_plan(s).profile() if p else None,
+                                                         adaptive_theorem=t).epsilon, 8.0, rtol=1e-4)
+    print("calibrated sigma for eps=8, E[T]=20 (C=2, c=0.75 unless uniform): "
+          + ", ".join(f"{k} {v:.4f}" for k, v in sigmas.items()))
     settings = {
-        f"MNIST (σ {MNIST['sigma']}, q 256/60000, {MNIST['steps']} steps)": dpsgd_rdp(**MNIST),
+        f"MNIST (σ {MNIST['sigma']}, q 256/60000, {MNIST['steps']} steps)":
+            (dpsgd_rdp(**MNIST), dpsgd_profile(**MNIST)),
         f"digits default (σ {sigma_published:.3f}, q 1/{round(1 / plan.sample_rate)}, {plan.steps} steps, "
-        f"score noise {plan.score_noise:g})": plan.rdp(),
+        f"score noise {plan.score_noise:g})": (plan.rdp(), plan.profile()),
     }
     rows = []
-    for name, curve in settings.items():
+    for name, (curve, profile) in settings.items():
         for mean in MEANS:
             run_count = geometric(1 / mean)
             search = SearchSpec(run_count, C, c)
             published = account(curve, search, DELTA, adaptive_theorem="published").epsilon
-            theorem_a = account(curve, search, DELTA).epsilon
-            theorem_b = account(curve, search, DELTA, adaptive_theorem="B").epsilon
-            uniform = account(curve, search.uniform(), DELTA).epsilon
+            theorem_a = account(curve, search, DELTA, adaptive_theorem="A").epsilon
+            theorem_b = account(curve, search, DELTA).epsilon
+            methods = account(curve, search.uniform(), DELTA, profile=profile).methods
+            uniform = (methods["rdp"], methods["rdp-theorem-b"], methods["profile-tnb"])
             lower_uniform, lower_flag = (math.nan, math.nan) if args.no_lower else lower_bound(curve, run_count)
             rows.append((name, mean, published, theorem_a, theorem_b, lower_flag, lower_uniform, uniform))
             print(f"  {name} E[T]={mean}: {published:.3f} {theorem_a:.3f} {theorem_b:.3f} {lower_flag:.3f} "
-                  f"{lower_uniform:.3f} {uniform:.3f}", flush=True)
+                  f"{lower_uniform:.3f} {uniform[0]:.3f} {uniform[1]:.3f} {uniform[2]:.3f}", flush=True)
     print()
-    print("| setting | E[T] | published Thm 1 | Theorem A (default) | Theorem B (opt-in) | best lower bound found "
-          "(adaptive flag) | best uniform search found | uniform bound (C = c = 1) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| setting | E[T] | published Thm 1 | Theorem A | Theorem B (default) | best lower bound found | "
+          "uniform: P–S Thm 2 (RDP) | uniform: Theorem B at C = c = 1 (RDP) | uniform: KRW profile |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, mean, published, theorem_a, theorem_b, lower_flag, lower_uniform, uniform in rows:
         best = max(lower_flag, lower_uniform)
-        print(f"| {name} | {mean} | {published:.3f} | **{theorem_a:.3f}** | {theorem_b:.3f} | {best:.3f} "
-              f"({'flag' if lower_flag >= lower_uniform else 'uniform RR'}) | {lower_uniform:.3f} | {uniform:.3f} |")
+        kind = "flag" if lower_flag >= lower_uniform else "uniform RR"
+        print(f"| {name} | {mean} | {published:.3f} | {theorem_a:.3f} | **{theorem_b:.3f}** | {best:.3f} ({kind}) "
+              f"| {uniform[0]:.3f} | {uniform[1]:.3f} | {uniform[2]:.3f} |")
     print(f"\n(C = 2, c = 0.75, geometric T, δ = 1e-5; {time.perf_counter() - t0:.0f} s)")
 
 

@@ -3,10 +3,11 @@
 Run: ``OMP_NUM_THREADS=1 python benchmarks/update_rules.py [--epsilon 8] [--mean-runs 20] [--repeats 1000]``
 
 Each arm calibrates its own σ for total ε (δ = 1e-5, geometric T) with the accountant's best valid bound
-(``dphypo.simulation.equal_epsilon.arm_sigma``: profile bounds for uniform, Theorem A for C > c), runs on the
-family's landscape at that σ (``LandscapeFamily.at``), and all arms share the repeats' random streams (paired
-differences). Arms: uniform; GP-UCB softmax with DP-HyPO's C = 2, c = 0.75; the GP top-set rule
-(``GPTopSet``) with C = 2 and c derived from its target mass (5 % and 10 %).
+(``dphypo.simulation.equal_epsilon.arm_sigma``: profile bounds and Theorem B at C = c = 1 for uniform, Theorem B for
+C > c; the measurement below predates Theorem B and used Theorem A), runs on the family's landscape at that σ
+(``LandscapeFamily.at``), and all arms share the repeats' random streams (paired differences). Arms: uniform;
+GP-UCB softmax with DP-HyPO's C = 2, c = 0.75; the GP top-set rule (``GPTopSet``) with C = 2 and c derived from its
+target mass (5 % and 10 %).
 
 Measured (session 4, family σ 0.7–4.0, ε = 8, E[T] = 20, 1000 repeats, seed 0, loaded 2-core machine):
 

@@ -16,7 +16,7 @@ from dphypo.privacy.search_rdp import AdaptivePoissonError
 from dphypo.privacy.subsampled import SubsampledScopeError
 from dphypo.search.execution import WorkerLost
 from dphypo.search.loop import LostAttemptsExceeded
-from dphypo.search.records import DataFailure
+from dphypo.search.records import DataFailure, RunMisuse
 from dphypo.search.storage import JournalError, JournalMismatch
 from dphypo.train.data import DataNotFoundError
 from dphypo.train.plan import BudgetExceeded
@@ -33,6 +33,7 @@ __all__ = [
     "LostAttemptsExceeded",
     "ProfileScopeError",
     "ProfileTooLargeError",
+    "RunMisuse",
     "SubsampledScopeError",
     "WorkerLost",
 ]

@@ -8,7 +8,8 @@ every package ``__init__`` that re-exports its submodules look cyclic).
 
 Layers (lowest first; a module may import its own layer and below):
 
-    privacy < space, density < strategies < search < train < api < simulation, testing < visualization < cli
+    privacy < space, density < strategies < search < train < api < simulation, testing, integrations < visualization
+    < cli
 
 ``dphypo/__init__`` and ``dphypo/__main__`` (the top package) are exempt; the leaf utilities ``_threads`` and
 ``_moved`` may be imported from any layer (the cycle check still covers them). ``exceptions`` re-exports the
@@ -42,11 +43,12 @@ LAYERS: dict[str, int] = {
     "exceptions": 5,
     "simulation": 6,
     "testing": 6,
+    "integrations": 6,
     "visualization": 7,
     "cli": 8,
 }
 #: Leaf utilities: importable from every layer.
-LEAF_UTILITIES = frozenset({"_threads", "_moved"})
+LEAF_UTILITIES = frozenset({"_threads", "_moved", "_paths"})
 #: The top package itself: it wires the public names (lazily) and the ``python -m dphypo`` entry point.
 EXEMPT = frozenset({ROOT, f"{ROOT}.__main__"})
 
@@ -257,6 +259,18 @@ def test_privacy_imports_no_torch_and_no_other_dphypo_layer() -> None:
             elif top == ROOT and not (target == f"{ROOT}.privacy" or target.startswith(f"{ROOT}.privacy.")):
                 offenders.append(f"{module}:{line} imports {target} (outside dphypo.privacy)")
     assert not offenders, "dphypo.privacy must stay pure numpy/scipy:\n" + "\n".join(offenders)
+
+
+def test_only_integrations_import_optuna() -> None:
+    # dphypo.integrations.optuna is an optional extra; SearchSpace.from_optuna reads distributions by duck typing.
+    offenders = [
+        f"{module}:{line} imports {target}"
+        for module in MODULES
+        if not module.startswith(f"{ROOT}.integrations.")
+        for target, line in _imports(module)
+        if target.split(".")[0] == "optuna"
+    ]
+    assert not offenders, "only dphypo.integrations may import optuna:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize("module", ["dphypo.privacy", "dphypo.space"])

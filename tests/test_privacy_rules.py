@@ -6,6 +6,7 @@ random generator during two default searches: a constant seed would appear in bo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from typing import Any
@@ -18,10 +19,13 @@ from torch import nn
 import dphypo
 from dphypo.cli import run as cli
 from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
+from dphypo.search.records import RunMisuse
+from dphypo.search.storage import SQLiteJournal
 from dphypo.search.tuner import PrivateScore, Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train import DPSGDObjective
 from dphypo.train.plan import DPSGDPlan
+from tests._private import train_privately
 
 TINY_SPACE = SearchSpace({"lr": Grid([0.3, 1.0], scale="log"), "clip": Grid([0.5, 2.0])})
 TINY_CLI = "tune --epochs 1 --lr-grid 0.3,1 --clip-grid 0.5,2 --runs geometric --mean 2 --epsilon 8".split()
@@ -155,19 +159,22 @@ def _privacy_for(plan: DPSGDPlan) -> PrivacyPlan:
 
 def test_a_bare_score_is_refused_when_the_plan_releases_a_noisy_score() -> None:
     plan = _plan()
-    tuner = Tuner(lambda params, run: 0.9, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1)
+
+    def objective(params: dict, run) -> float:
+        train_privately(run)
+        return 0.9
+
     with pytest.raises(TypeError, match=r"run.private_score\(count\)"):
-        tuner.run()
+        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1).run()
 
 
-def test_private_score_adds_the_planned_noise_once_per_run() -> None:
+def test_private_score_adds_the_planned_noise_to_a_count_in_range() -> None:
     plan = _plan()
     seen: list[PrivateScore] = []
 
     def objective(params: dict, run) -> PrivateScore:
+        train_privately(run)
         score = run.private_score(40)
-        with pytest.raises(ValueError, match="one released score per run"):
-            run.private_score(40)
         seen.append(score)
         return score
 
@@ -177,11 +184,66 @@ def test_private_score_adds_the_planned_noise_once_per_run() -> None:
     assert np.all(values != 40 / 50) and np.std(values * 50) > 0  # noisy, and noise differs per run
 
 
+@pytest.mark.parametrize(
+    ("misuse", "message"),
+    [
+        ("second score", "one released score per run"),
+        ("count above n_val", r"integer count in \[0, n_val=50\], got 1000000"),
+        ("negative count", r"integer count in \[0, n_val=50\], got -1"),
+        ("no private training", "without training through run.make_private"),
+        ("clip 0", "max_grad_norm must be a finite number > 0"),
+    ],
+)
+def test_a_misuse_of_the_run_stops_the_search_loudly_even_if_the_objective_catches_it(
+    tmp_path, misuse: str, message: str
+) -> None:
+    # Each would release something the accounted epsilon does not cover (a second noisy view, a score scaled
+    # past 1, a model trained without DP-SGD, a clip of 0): a bug of the objective, never a "data failure".
+    plan = _plan()
+
+    def objective(params: dict, run) -> PrivateScore:
+        if misuse != "no private training":
+            with contextlib.suppress(Exception):  # a broad except in user code must not hide the misuse
+                train_privately(run, clip=0.0 if misuse == "clip 0" else 1.0)
+        if misuse == "second score":
+            run.private_score(40)
+        count = {"count above n_val": 10**6, "negative count": -1}.get(misuse, 40)
+        try:
+            return run.private_score(count)
+        except Exception:
+            return run.private_score(40) if not run.scores else run.scores[0]
+
+    tuner = Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, journal=tmp_path / "j.db")
+    with pytest.raises(RunMisuse, match=message):
+        tuner.run()
+    with SQLiteJournal.open(tmp_path / "j.db", read_only=True) as journal:
+        assert journal.release() is None  # nothing released
+        assert not any(a["status"] == "data_failure" for a in journal.attempts())
+
+
+def test_an_api_search_refuses_non_positive_learning_rates_and_clipping_norms_before_any_run() -> None:
+    calls: list[int] = []
+
+    def objective(params: dict, run) -> float:
+        calls.append(run.number)
+        return 0.0
+
+    training = dphypo.DPSGD(n_train=100, n_val=50, batch_size=10, epochs=1, score_noise=5.0)
+    for axis, values in (("clip", (-1.0, 0.0)), ("lr", (0.0, 1.0))):
+        space = SearchSpace({"lr": Grid([0.1, 1.0]), "clip": Grid([0.5, 1.0]), axis: Grid(values)})
+        with pytest.raises(ValueError, match=f"space axis '{axis}'.* must hold finite numbers > 0"):
+            dphypo.tune(objective, space, training, sigma=1.0)
+    with pytest.raises(TypeError, match=r"strategy must be .* got object"):
+        dphypo.tune(objective, TINY_SPACE, training, sigma=1.0, strategy=object())
+    assert calls == []
+
+
 def test_a_score_made_by_another_run_is_refused() -> None:
     plan = _plan()
     stolen: list[PrivateScore] = []
 
     def objective(params: dict, run) -> PrivateScore:
+        train_privately(run)
         if not stolen:
             stolen.append(run.private_score(10))
         return stolen[0]

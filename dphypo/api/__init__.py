@@ -6,12 +6,11 @@ search on a Poisson subsample, then one final run (Koskela & Kulkarni 2023).
 
 from __future__ import annotations
 
-from dphypo.api.search import DEFAULT_RUNS, PROFILE_DISCRETIZATION, tune
+from dphypo.api.search import DEFAULT_RUNS, tune
 from dphypo.api.subsampled import SubsampledSearchResult, SubsampledTuning, tune_subsampled
 
 __all__ = [
     "DEFAULT_RUNS",
-    "PROFILE_DISCRETIZATION",
     "SubsampledSearchResult",
     "SubsampledTuning",
     "tune",

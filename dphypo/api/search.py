@@ -12,7 +12,7 @@ DP-HyPO loop. Your training function receives the calibrated plan through ``run`
 Calibration and the release use the minimum over every valid bound. For a uniform search (C = c = 1) the
 privacy profile of one whole run (the DP-SGD PLD composed with the Gaussian PLD of the score noise,
 :meth:`dphypo.train.DPSGDPlan.profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP
-accountant; adaptive searches (C > c) are accounted with RDP only (Theorem A of docs/proofs/adaptive.md: no
+accountant; adaptive searches (C > c) are accounted with RDP only (Theorem B of docs/proofs/adaptive.md: no
 profile bound is proven for them).
 """
 
@@ -23,24 +23,23 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dphypo.privacy import PrivacyPlan, RunCountDistribution, SearchSpec, calibrate_sigma, geometric
-from dphypo.privacy.profiles import PldProfile, ProfileSkipped, ProfileTooLargeError
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
+from dphypo.privacy.profiles import PldProfile, ProfileSkipped
 from dphypo.search.tuner import Objective, SearchResult, Tuner
 from dphypo.space import SearchSpace
 from dphypo.strategies import GPUCB, Direction, Strategy, Uniform
+from dphypo.train.objective import check_dpsgd_space
 from dphypo.train.recipe import DPSGD
 
 if TYPE_CHECKING:
     from dphypo.search.execution import Executor
     from dphypo.train.plan import DPSGDPlan
 
-__all__ = ["DEFAULT_RUNS", "PROFILE_DISCRETIZATION", "check_removed_arguments", "resolve_strategy", "tune"]
+__all__ = ["DEFAULT_RUNS", "check_removed_arguments", "profile_or_skipped", "resolve_strategy", "tune"]
 
 #: Default run count: geometric with E[T] = 20 (a few minutes on a CPU for the digits demo).
 DEFAULT_RUNS = geometric(0.05)
 
-#: PLD discretisation of the per-run profile (as ``calibrate_dpsgd_sigma``: pessimistic, so still an upper bound;
-#: 1e-3 costs ≈ +0.015 ε at 14k steps and keeps a calibration to seconds).
-PROFILE_DISCRETIZATION = 1e-3
 
 _TRAINING = "training=DPSGD(batch_size=..., epochs=..., n_train=..., n_val=..., score_noise=..., secure_mode=...)"
 _STRATEGY = "strategy=GPUCB(C=..., c=..., tau=..., beta=..., scale=...)"
@@ -85,6 +84,9 @@ def resolve_strategy(strategy: Strategy | str | None) -> Strategy:
         return GPUCB()
     if isinstance(strategy, str):
         raise ValueError(f"strategy must be 'gp', 'uniform' or a Strategy object, got {strategy!r}")
+    if not callable(getattr(strategy, "start", None)):  # what the search calls of a strategy
+        raise TypeError(f"strategy must be 'gp', 'uniform' or a Strategy (e.g. dphypo.GPUCB(C=2, c=0.75)), got "
+                        f"{type(strategy).__name__}")
     return strategy
 
 
@@ -94,11 +96,12 @@ def search_spec(strategy: Strategy, runs: RunCountDistribution | None) -> Search
 
 
 def profile_or_skipped(plan: DPSGDPlan) -> PldProfile | ProfileSkipped:
-    """The per-run PLD, or a ProfileSkipped the accountant reports when it would exceed its size cap."""
-    try:
-        return plan.profile(PROFILE_DISCRETIZATION)
-    except ProfileTooLargeError as exc:
-        return ProfileSkipped(str(exc))
+    """The per-run PLD, or a ProfileSkipped the accountant reports when it would exceed its size cap.
+
+    The same construction as ``dphypo account`` and ``dphypo calibrate``
+    (:func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile_or_skip`), so all three print the same ε.
+    """
+    return dpsgd_run_profile_or_skip(plan.sigma, plan.sample_rate, plan.steps, score_noise=plan.score_noise)
 
 
 def tune(
@@ -158,11 +161,23 @@ def tune(
         ``history``.
 
     Example:
-        >>> import math
+        A logistic regression on 1,000 synthetic points, tuned over four learning rates at total ε = 4:
+
+        >>> import torch
+        >>> from torch import nn
         >>> from dphypo import DPSGD, LogFloat, SearchSpace, Uniform, tune
+        >>> x, y = torch.randn(1000, 4, generator=torch.Generator().manual_seed(0)), torch.zeros(1000).long()
+        >>> def objective(params, run):
+        ...     model = nn.Linear(4, 2)
+        ...     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=50)
+        ...     optimizer = torch.optim.SGD(model.parameters(), lr=params["lr"])
+        ...     model, optimizer, loader = run.make_private(model, optimizer, loader, max_grad_norm=1.0)
+        ...     for xb, yb in loader:
+        ...         optimizer.zero_grad()
+        ...         nn.functional.cross_entropy(model(xb), yb).backward()
+        ...         optimizer.step()
+        ...     return run.private_score(int((model(x[:300]).argmax(1) == y[:300]).sum()))  # a stand-in validation
         >>> space = SearchSpace({"lr": LogFloat(1e-3, 1.0, 4)})
-        >>> def objective(params, run):  # a stand-in: real objectives train with run.make_private(...)
-        ...     return run.private_score(round(300 * (1 - abs(math.log10(params["lr"]) + 1.5) / 3)))
         >>> training = DPSGD(batch_size=50, epochs=1, n_train=1000, n_val=300, score_noise=5.0)
         >>> result = tune(objective, space, training, epsilon=4.0, strategy=Uniform(), seed=1)
         >>> result.release.epsilon <= 4.0, result.release.params["lr"] in space.axes["lr"].values
@@ -171,6 +186,7 @@ def tune(
     check_removed_arguments("tune", removed)
     if not isinstance(training, DPSGD):
         raise TypeError(f"training must be a dphypo.train.DPSGD, got {training!r}")
+    check_dpsgd_space(space)
     if (epsilon is None) == (sigma is None):
         raise ValueError("give exactly one of epsilon (total budget to calibrate for) or sigma (fixed noise)")
     chosen = resolve_strategy(strategy)

@@ -26,9 +26,11 @@ from dphypo.privacy.subsampled import (
     transfer_hyperparameters,
 )
 from dphypo.privacy.transfer import Variant
+from dphypo.search.records import RunMisuse
 from dphypo.search.tuner import Objective, Release, Run, SearchResult, Tuner
 from dphypo.space import SearchSpace
 from dphypo.strategies import Direction, Strategy
+from dphypo.train.objective import check_dpsgd_space
 from dphypo.train.recipe import DPSGD
 
 if TYPE_CHECKING:
@@ -180,6 +182,7 @@ def tune_subsampled(
     check_removed_arguments("tune_subsampled", removed)
     if not isinstance(training, DPSGD):
         raise TypeError(f"training must be a dphypo.train.DPSGD, got {training!r}")
+    check_dpsgd_space(space)
     if (epsilon is None) == (sigma is None):
         raise ValueError("give exactly one of epsilon (total budget to calibrate for) or sigma (fixed noise)")
     chosen = resolve_strategy(strategy)
@@ -275,10 +278,12 @@ def _final_run(objective: Objective, params: dict[str, Any], index: int, plan: D
     run = Run(number=0, seed=seed, privacy=None, grid_index=index, plan=plan)
     try:
         out = objective(params, run)
+    except RunMisuse:  # a bug of the objective against the plan: stop, loudly
+        raise
     except Exception:  # privacy rule 5: a final run that failed on the data releases no model, is not retried
         run.check_budget()
         return None, True
-    run.check_budget()
+    run.check_budget(finished=True)
     return (out[1] if isinstance(out, tuple) else None), False
 
 

@@ -28,10 +28,21 @@ PIPE_WIDTH = 10_000
 
 
 def _without_type_placeholder(command: Any) -> None:
-    """Drop the ``<bool>`` type placeholder that typer shows for on/off flags (``--json``, ``--help``)."""
+    """Plain usage: no ``<bool>`` placeholder for on/off flags (``--json``), no braces around arguments.
+
+    Recent typer writes a required argument as ``{JOURNAL}`` in the usage line, which reads like a template
+    placeholder; ``dphypo release JOURNAL`` is what a user types.
+    """
     for param in getattr(command, "params", []):
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+        if getattr(param, "param_type_name", "") == "argument" and hasattr(param, "_usage_display_name"):
+            param._usage_display_name = functools.partial(_usage_name, param)
+
+
+def _usage_name(param: Any) -> str:
+    name = str(param.display_name_raw)
+    return (name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else "")
 
 
 class _Group(TyperGroup):
@@ -79,13 +90,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # paragraphs reflow; ``--option`` shows as code
 )
 
-#: Density-ratio bounds of the default search: DP-HyPO's GP instantiation (Wang et al. 2023, Sec. 5), which is
-#: what ``dphypo tune`` runs unless told ``--strategy uniform``.
+#: Density-ratio bounds of ``--strategy gp`` (DP-HyPO's GP instantiation, Wang et al. 2023, Sec. 5).
 DEFAULT_C, DEFAULT_LOWER_C = 2.0, 0.75
-#: Run-count families no adaptive theorem covers: only a uniform search (C = c = 1) may use them.
-UNIFORM_ONLY_RUNS = ("poisson", "binomial")
 
 # Shared option declarations (typer reads them from the annotations).
 RunsOpt = Annotated[
@@ -101,16 +110,24 @@ SearchUpperOpt = Annotated[
     float | None,
     typer.Option(
         "--C",
-        help="Upper density-ratio bound C ≥ 1 of the search (default 2, tune's GP search; 1 with --runs poisson "
-        "or binomial, which only a uniform search may use). A uniform search: --C 1 --c 1.",
+        help="Upper density-ratio bound C ≥ 1 of the search (default 1: a uniform search, dphypo tune's default; "
+        "tune --strategy gp uses --C 2 --c 0.75).",
     ),
 ]
 SearchLowerOpt = Annotated[
     float | None,
-    typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] (default 0.75, tune's GP search; 1 with --runs "
-                 "poisson or binomial)."),
+    typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] of the search (default 1: uniform search)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+AdaptiveTheoremOpt = Annotated[
+    str,
+    typer.Option(
+        "--adaptive-theorem",
+        help="Bound for C > c: B (default; proven, numerical, docs/proofs/adaptive.md; also a uniform RDP bound), A "
+        "(proven, closed form; for a uniform search: Papernot-Steinke alone) or published (DP-HyPO Theorem 1 as "
+        "printed; its proof has a known gap; implied by Theorem A).",
+    ),
+]
 
 
 MaxRunsOpt = Annotated[int | None, typer.Option("--max-runs", help="n of binomial runs, T ~ Bin(n, mean/n).")]
@@ -120,13 +137,11 @@ def _search(
     runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float | None, c: float | None,
     max_runs: int | None = None,
 ) -> SearchSpec:
-    """The search ``account``/``calibrate`` describe; ``C``/``c`` None take the defaults of ``--C``/``--c``."""
-    uniform_only = runs in UNIFORM_ONLY_RUNS
-    C = (1.0 if uniform_only else DEFAULT_C) if C is None else C
-    c = (1.0 if uniform_only else DEFAULT_LOWER_C) if c is None else c
+    """The search ``account``/``calibrate`` describe; a bound not given is 1 (a uniform search, like ``tune``)."""
     with option_names(**{"n": "--max-runs", "max-runs": "--max-runs", "theta": "--theta", "gamma": "--gamma",
                          "mean": "--mean", "C": "--C", "c": "--c"}):
-        return SearchSpec(make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs), C, c)
+        run_count = make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs)
+        return SearchSpec(run_count, 1.0 if C is None else C, 1.0 if c is None else c)
 
 
 def _rename(message: str, names: dict[str, str]) -> str:

@@ -14,7 +14,9 @@ from dphypo.cli.common import JsonOpt, _fmt, app, out_console
 
 @app.command("release")
 def release_command(
-    journal: Annotated[str, typer.Argument(help="Journal file of a search (dphypo tune --journal FILE).")],
+    journal: Annotated[
+        str, typer.Argument(metavar="JOURNAL", help="Journal file of a search (dphypo tune --journal FILE).")
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """Print only what may be published from a journaled search.
@@ -28,7 +30,7 @@ def release_command(
 
     if not Path(journal).is_file():
         raise ValueError(f"journal must be an existing file, got {journal!r}")
-    with SQLiteJournal.open(journal) as opened:
+    with SQLiteJournal.open(journal, read_only=True) as opened:  # a read-only command writes nothing
         payload = opened.release()
     if payload is None:
         raise ValueError(

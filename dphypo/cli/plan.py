@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from dphypo.cli.common import JsonOpt, _emit, app, option_names, out_console
+from dphypo.cli.common import AdaptiveTheoremOpt, JsonOpt, _emit, app, option_names, out_console
 
 if TYPE_CHECKING:
     from dphypo.simulation.planner import Comparison, PlanResult, PlanRow
@@ -66,15 +66,16 @@ def plan_command(
     seed: Annotated[int, typer.Option("--seed", help="Study seed (the same for every candidate).")] = 0,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
     as_json: JsonOpt = False,
+    adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
-        _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json)
+        _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem)
 
 
 def _plan(
     landscape: list[str], epsilon: float, delta: float, mean: list[float] | None, runs: str, repeats: int,
-    seed: int, workers: int | None, as_json: bool,
+    seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B",
 ) -> None:
     """The body of ``dphypo plan``: every option is checked before the first calibration."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -99,14 +100,17 @@ def _plan(
     with Progress(*columns, console=status, transient=True, disable=not status.is_terminal) as bar:
         task = bar.add_task("planning", total=len(candidates))
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
+                             adaptive_theorem=adaptive_theorem,
                              progress=lambda row: bar.advance(task))
     payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result)}
     if as_json:
         _emit(payload, Table(), True)
-        return
-    console = out_console()
-    console.print(_table(result))
-    console.print(verdict(result), markup=False, highlight=False)
+    else:
+        console = out_console()
+        console.print(_table(result))
+        console.print(verdict(result), markup=False, highlight=False)
+    if result.best is None:  # the table says why per candidate; a script must not read this as a plan
+        raise typer.Exit(code=1)
 
 
 def _mean_ci(row: PlanRow) -> str:

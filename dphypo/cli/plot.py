@@ -44,7 +44,7 @@ def _naming_options(command: Callable[..., None]) -> Callable[..., None]:
 @app.command("plot")
 @_naming_options
 def plot_command(
-    kind: Annotated[str, typer.Argument(help="landscape | accuracy | density | epsilon")],
+    kind: Annotated[str, typer.Argument(metavar="KIND", help="landscape | accuracy | density | epsilon")],
     out: OutOpt,
     landscape: LandscapeOpt = None,
     from_json: Annotated[
@@ -76,7 +76,10 @@ def plot_command(
 ) -> None:
     """Draw a figure (data extraction and rendering live in dphypo.visualization)."""
     from dphypo import visualization as plots
+    from dphypo._paths import check_output_file
     from dphypo.cli.common import make_strategy
+
+    check_output_file(out, "--out", create_parents=True)  # before a simulation spends minutes on the figure
 
     def need_landscape() -> str:
         if landscape is None:

@@ -1,12 +1,19 @@
-"""``dphypo account`` and ``dphypo calibrate``: privacy of a whole search, and the σ that meets a budget."""
+"""``dphypo account`` and ``dphypo calibrate``: privacy of a whole search, and the σ that meets a budget.
+
+Both account a DP-SGD candidate run exactly as ``dphypo tune`` does (:mod:`dphypo.privacy.dpsgd_run`: the
+training, plus the Gaussian release of its score when ``--score-noise``/``--score-noise-accuracy`` is given), with
+tune's defaults (a uniform search unless ``--C``/``--c`` say otherwise), so the three commands print one number.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
 
 from dphypo.cli.common import (
+    AdaptiveTheoremOpt,
     GammaOpt,
     JsonOpt,
     MaxRunsOpt,
@@ -21,13 +28,58 @@ from dphypo.cli.common import (
     app,
     naming_options,
 )
-from dphypo.privacy import account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp, pure_dp_rdp
-from dphypo.privacy.profiles import dpsgd_profile_or_skip
+from dphypo.privacy import PrivacyPlan, account_pure, calibrate_dpsgd_sigma, pure_dp_rdp
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip, dpsgd_run_rdp
+
+ScoreNoiseAccuracyOpt = Annotated[
+    float | None,
+    typer.Option("--score-noise-accuracy", help="Std of the Gaussian noise on each run's released validation "
+                 "accuracy (as dphypo tune's option; needs --n-val). Default: no score release."),
+]
+NValOpt = Annotated[
+    int | None, typer.Option("--n-val", help="Validation-set size that turns --score-noise-accuracy into counts.")
+]
+ScoreNoiseOpt = Annotated[
+    float | None,
+    typer.Option("--score-noise", help="Std of the Gaussian noise on each run's released score count "
+                 "(sensitivity 1), i.e. --score-noise-accuracy × --n-val."),
+]
+MaxLostOpt = Annotated[
+    int, typer.Option("--max-lost", help="Lost attempts charged up front, as dphypo tune --max-lost (default 0).")
+]
+_SCORE_NAMES = {"score_noise": "--score-noise", "n_val": "--n-val", "max_lost": "--max-lost",
+                "adaptive_theorem": "--adaptive-theorem", "delta": "--delta"}
+
+
+def score_noise_counts(accuracy: float | None, n_val: int | None, counts: float | None) -> float | None:
+    """The score noise in counts (the mechanism's unit) from ``--score-noise-accuracy``/``--n-val``/``--score-noise``.
+
+    ``tune`` releases ``(correct + N(0, s²)) / n_val`` with ``s = accuracy × n_val``; ``None`` means no score is
+    released (a public validation set, or accounting DP-SGD alone).
+
+    Raises:
+        ValueError: Both forms given, an accuracy without ``--n-val`` (or the reverse), or invalid values.
+    """
+    if counts is not None and (accuracy is not None or n_val is not None):
+        raise ValueError("give the score noise once: --score-noise (counts) or --score-noise-accuracy with --n-val")
+    if counts is not None:
+        if not (math.isfinite(counts) and counts > 0):
+            raise ValueError(f"--score-noise must be a finite number > 0, got {counts!r}")
+        return float(counts)
+    if accuracy is None and n_val is None:
+        return None
+    if accuracy is None or n_val is None:
+        raise ValueError("--score-noise-accuracy and --n-val go together (the noise in counts is their product)")
+    if not (math.isfinite(accuracy) and accuracy >= 0):
+        raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {accuracy!r}")
+    if n_val < 1:
+        raise ValueError(f"--n-val must be a positive integer, got {n_val}")
+    return accuracy * n_val if accuracy > 0 else None  # tune's conversion, exactly (0: a public score)
 
 
 @app.command("account")
 @naming_options(sigma="--sigma", sample_rate="--sample-rate", steps="--steps", epsilon="--pure-epsilon",
-                delta="--delta", adaptive_theorem="--adaptive-theorem")
+                **_SCORE_NAMES)
 def account_command(
     runs: RunsOpt,
     sigma: Annotated[float | None, typer.Option("--sigma", help="DP-SGD noise multiplier σ > 0.")] = None,
@@ -37,7 +89,8 @@ def account_command(
     steps: Annotated[int | None, typer.Option("--steps", help="DP-SGD steps per run (≥ 1).")] = None,
     pure_epsilon: Annotated[
         float | None,
-        typer.Option("--pure-epsilon", help="Each run is ε-DP (pure); reports DP-HyPO Theorem 2."),
+        typer.Option("--pure-epsilon", help="Each run is ε-DP (pure); reports the pure-DP bound (Theorem A∞ for "
+                     "C > c, docs/proofs/adaptive.md; Papernot-Steinke Corollary 3 for a uniform search)."),
     ] = None,
     theta: ThetaOpt = None,
     gamma: GammaOpt = None,
@@ -48,45 +101,43 @@ def account_command(
     delta: Annotated[
         float | None, typer.Option("--delta", help="δ ∈ (0,1) (default 1e-5; pure mode: 0 unless given).")
     ] = None,
+    score_noise_accuracy: ScoreNoiseAccuracyOpt = None,
+    n_val: NValOpt = None,
+    score_noise: ScoreNoiseOpt = None,
+    max_lost: MaxLostOpt = 0,
     as_json: JsonOpt = False,
-    adaptive_theorem: Annotated[
-        str,
-        typer.Option(
-            "--adaptive-theorem",
-            help="Bound for C > c: A (default; proven, docs/proofs/adaptive.md), B (proven, numerical, tighter) or "
-            "published (DP-HyPO Theorem 1/2 as printed; proof has a known gap; implied by Theorem A).",
-        ),
-    ] = "A",
+    adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
     """Total (ε, δ) of a private hyperparameter search, with its breakdown (the smallest valid bound)."""
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
+    count_noise = score_noise_counts(score_noise_accuracy, n_val, score_noise)
     if pure_epsilon is not None:
-        if any(v is not None for v in (sigma, sample_rate, steps)):
-            raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps")
-        report = (
-            account_pure(pure_epsilon, search, adaptive_theorem=adaptive_theorem)
-            if delta is None
-            else account(pure_dp_rdp(pure_epsilon), search, delta, adaptive_theorem=adaptive_theorem)
-        )
+        if any(v is not None for v in (sigma, sample_rate, steps, count_noise)) or max_lost:
+            raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps, a score noise "
+                             "or --max-lost")
+        if delta is None:
+            report = account_pure(pure_epsilon, search, adaptive_theorem=adaptive_theorem)
+        else:
+            report = PrivacyPlan(search, pure_dp_rdp(pure_epsilon), delta, adaptive_theorem=adaptive_theorem).account()
     else:
         if sigma is None or sample_rate is None or steps is None:
-            missing = [
-                n
-                for n, v in (("--sigma", sigma), ("--sample-rate", sample_rate), ("--steps", steps))
-                if v is None
-            ]
+            missing = [n for n, v in (("--sigma", sigma), ("--sample-rate", sample_rate), ("--steps", steps))
+                       if v is None]
             raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
-        # The DP-SGD run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a
-        # uniform search; the report uses the smallest valid bound. A PLD over the size cap is skipped (RDP only,
-        # the report's profile_skipped says why) so that every input finishes in seconds.
-        report = account(dpsgd_rdp(sigma, sample_rate, steps), search, 1e-5 if delta is None else delta,
-                         profile=dpsgd_profile_or_skip(sigma, sample_rate, steps), adaptive_theorem=adaptive_theorem)
+        # The run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a uniform search;
+        # none is proven for an adaptive one, so its PLD is not even built. A PLD over the size cap is skipped (RDP
+        # only, the report's profile_skipped says why), so that every input finishes in seconds.
+        profile = None if search.adaptive else dpsgd_run_profile_or_skip(sigma, sample_rate, steps,
+                                                                         score_noise=count_noise)
+        curve = dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=count_noise)
+        report = PrivacyPlan(search, curve, 1e-5 if delta is None else delta, profile=profile, max_lost=max_lost,
+                             adaptive_theorem=adaptive_theorem).account()
     _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
 
 
 @app.command("calibrate")
 @naming_options(epsilon="--epsilon", target_epsilon="--epsilon", sample_rate="--sample-rate", steps="--steps",
-                delta="--delta")
+                **_SCORE_NAMES)
 def calibrate_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help="Target total ε of the search.")],
     sample_rate: Annotated[float, typer.Option("--sample-rate", help="Poisson sampling rate q ∈ (0,1].")],
@@ -99,11 +150,18 @@ def calibrate_command(
     C: SearchUpperOpt = None,
     c: SearchLowerOpt = None,
     max_runs: MaxRunsOpt = None,
+    score_noise_accuracy: ScoreNoiseAccuracyOpt = None,
+    n_val: NValOpt = None,
+    score_noise: ScoreNoiseOpt = None,
+    max_lost: MaxLostOpt = 0,
     as_json: JsonOpt = False,
+    adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
-    """Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ)."""
+    """Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ) (what dphypo tune calibrates)."""
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
-    result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search)
+    count_noise = score_noise_counts(score_noise_accuracy, n_val, score_noise)
+    result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search, score_noise=count_noise,
+                                   max_lost=max_lost, adaptive_theorem=adaptive_theorem)
     payload = {
         **result.report.to_dict(),
         "sigma": result.sigma,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -40,8 +41,10 @@ def tune_command(
         float | None,
         typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] of the gp strategy (default 0.75)."),
     ] = None,
-    tau: Annotated[float, typer.Option("--tau", help="GP-UCB exploration weight τ.")] = 0.1,
-    beta: Annotated[float, typer.Option("--beta", help="Softmax inverse temperature β.")] = 1.0,
+    tau: Annotated[float | None, typer.Option("--tau", help="GP-UCB exploration weight τ of the gp strategy "
+                                              "(default 0.1).")] = None,
+    beta: Annotated[float | None, typer.Option("--beta", help="Softmax inverse temperature β of the gp strategy "
+                                               "(default 1).")] = None,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total ε of the search (default 8).")] = None,
     sigma: Annotated[float | None, typer.Option("--sigma", help="Fixed noise multiplier instead of --epsilon.")] = None,
     delta: Annotated[float, typer.Option("--delta", help="δ of the guarantee.")] = 1e-5,
@@ -108,7 +111,7 @@ def tune_command(
 
 @app.command("landscape")
 def landscape_command(
-    action: Annotated[str, typer.Argument(help="build")],
+    action: Annotated[str, typer.Argument(metavar="ACTION", help="build")],
     dataset: DatasetOpt = "digits",
     data_dir: DataDirOpt = None,
     model: ModelOpt = None,
@@ -123,8 +126,10 @@ def landscape_command(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Expected batch size, ≥ 1.")] = 64,
     seeds: Annotated[int, typer.Option("--seeds", help="Runs per grid point, ≥ 1.")] = 5,
     score_noise: Annotated[
-        float, typer.Option("--score-noise", help="Std of the private score's noise, folded into std.")
-    ] = 0.0,
+        float, typer.Option("--score-noise", help="Std of the private score's noise on the validation accuracy, "
+                            "folded into std (default 0.02, dphypo tune's --score-noise-accuracy; 0 builds a "
+                            "landscape of public scores, which an equal-ε study cannot use).")
+    ] = 0.02,
     workers: Annotated[
         int | None, typer.Option("--workers", help="Processes, ≥ 1 (default: all cores; 1: in this process).")
     ] = None,
@@ -134,10 +139,11 @@ def landscape_command(
                      "becomes each σ in Python's shortest form (1.0, 0.7, 1.2226); required with several --sigma, "
                      "e.g. landscapes/digits_mlp_sigma{sigma}.npz."),
     ] = "",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
 ) -> None:
     """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training.
 
-    Several ``--sigma`` build a landscape family (:mod:`dphypo.simulation.family`): every member on the same grid
+    Several ``--sigma`` build a landscape family (dphypo.simulation.family): every member on the same grid
     and plan, one after another, one file per σ named by the ``{sigma}`` pattern of ``--out``. Every member's
     options and output path are checked before the first one is trained.
     """
@@ -150,7 +156,8 @@ def landscape_command(
         TimeRemainingColumn,
     )
 
-    from dphypo.simulation.builder import BuildSpec, build_landscape, check_build, paper_grid, parse_grid
+    from dphypo.simulation.builder import BuildSpec, build_landscape, check_build, paper_grid
+    from dphypo.space import parse_grid
     from dphypo.train.models import default_model
 
     if action != "build":
@@ -165,8 +172,8 @@ def landscape_command(
         clip_grid="--clip-grid", workers="--workers", out="--out",
     ):
         default_lr, default_clip = paper_grid()
-        lrs = parse_grid(lr_grid, "--lr-grid") if lr_grid is not None else default_lr
-        clips = parse_grid(clip_grid, "--clip-grid") if clip_grid is not None else default_clip
+        lrs = parse_grid(lr_grid, "--lr-grid", positive=True) if lr_grid is not None else default_lr
+        clips = parse_grid(clip_grid, "--clip-grid", positive=True) if clip_grid is not None else default_clip
         specs = [
             BuildSpec(dataset=dataset, model=model or default_model(dataset), lr_grid=lrs, clip_grid=clips,
                       sigma=s, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
@@ -176,6 +183,8 @@ def landscape_command(
         outs = _member_paths(out, [spec.sigma for spec in specs])
         for spec, path in zip(specs, outs, strict=True):
             check_build(spec, path, workers=workers)
+            if not force and Path(path).exists():
+                raise ValueError(f"--out {path!r} already exists; pass --force to replace it")
         columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
         for spec, path in zip(specs, outs, strict=True):  # members one after another, each on every worker
             with Progress(*columns, console=out_console(stderr=True)) as bar:

@@ -23,6 +23,7 @@ from rich.table import Table
 from dphypo.cli.common import (
     DEFAULT_LOWER_C,
     STRATEGY_NAMES,
+    AdaptiveTheoremOpt,
     JsonOpt,
     UpperOpt,
     _emit,
@@ -256,6 +257,7 @@ def simulate_command(
         typer.Option("--table-out", help="Write the grid to PREFIX.csv and PREFIX.md (implies --table)."),
     ] = None,
     as_json: JsonOpt = False,
+    adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
     """Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."""
     with option_names(**OPTION_NAMES):
@@ -275,12 +277,14 @@ def _simulate(
     repeats: int, gp_repeats: list[str] | None, C: float, c: float | None, top_mass: float, tolerance: float,
     refit_growth: float, tau: float, beta: float, scale: str,
     delta: float, seed: int, workers: int | None, engine: str, batch: int, executor: str | None,
-    address: str | None, table: bool, table_out: str | None, as_json: bool,
+    address: str | None, table: bool, table_out: str | None, as_json: bool, adaptive_theorem: str = "B",
 ) -> None:
     """The body of ``dphypo simulate``: every option is checked before the first simulated search."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
     from dphypo.search.execution import make_executor
     from dphypo.simulation.simulate import ENGINES
-    from dphypo.simulation.studies import ArmSpec, StudyConfig, run_study
+    from dphypo.simulation.studies import ArmSpec, StudyConfig, run_study, study_searches
     from dphypo.simulation.tables import table_csv, table_markdown
 
     if not (isinstance(seed, int) and seed >= 0):
@@ -298,8 +302,11 @@ def _simulate(
     pairs = _bounds(bounds, sweep, C, c, takes_c)
     family = _check_landscapes(landscape, gp_landscape, epsilon, fixed_T)
     arm_landscape: str | tuple[str, ...] = landscape[0] if family is None else tuple(landscape)
-    if table_out is not None:  # the output directory must exist (or be creatable) before any simulation runs
-        Path(table_out).parent.mkdir(parents=True, exist_ok=True)
+    if table_out is not None:  # both files proven writable before any simulation runs
+        from dphypo._paths import check_output_file
+
+        for suffix in (".csv", ".md"):
+            check_output_file(f"{table_out}{suffix}", "--table-out", create_parents=True)
     arms: list[ArmSpec] = []
     for name in strategy:
         # a top-set arm is built at its first row's C (each row gives it its own C: studies.cell_strategy)
@@ -330,6 +337,7 @@ def _simulate(
         batch=batch,
         workers=workers,
         epsilon=epsilon,
+        adaptive_theorem=adaptive_theorem,
     )
     if address is not None and executor != "ray":
         raise ValueError("--address needs --executor ray")
@@ -339,8 +347,15 @@ def _simulate(
 
         landscapes = cell_landscapes(config)
     pool = None if executor is None else make_executor(executor, workers=workers, address=address)
+    status = out_console(stderr=True)
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    # Counts of simulated searches are public (landscapes, not private data). On a terminal only: piped or logged,
+    # a bar would leave blank lines around the output.
     try:
-        result = run_study(config, executor=pool, landscapes=landscapes)
+        with Progress(*columns, console=status, transient=True, disable=not status.is_terminal) as bar:
+            task = bar.add_task("simulated searches", total=study_searches(config))
+            result = run_study(config, executor=pool, landscapes=landscapes,
+                               searches_done=lambda n: bar.advance(task, n))
     finally:
         if pool is not None:
             pool.close()

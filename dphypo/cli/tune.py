@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, Unpack
 
@@ -15,7 +16,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dphypo.cli.common import _report_table, make_strategy, out_console
+from dphypo._paths import check_output_dir, check_output_file
+from dphypo.cli.common import DEFAULT_C, DEFAULT_LOWER_C, _report_table, make_strategy, option_names, out_console
 
 if TYPE_CHECKING:
     from dphypo.api import SubsampledTuning
@@ -28,8 +30,8 @@ if TYPE_CHECKING:
 
 #: Total ε of the default search.
 DEFAULT_EPSILON = 8.0
-#: Density-ratio bounds of the default GP search (DP-HyPO §4's C = 2, c = 0.75).
-DEFAULT_C, DEFAULT_LOWER_C = 2.0, 0.75
+#: GP-UCB exploration weight and softmax inverse temperature of ``--strategy gp`` (DP-HyPO §5's τ = 0.1, β = 1).
+DEFAULT_TAU, DEFAULT_BETA = 0.1, 1.0
 #: Default E[T] when no run-count parameter is given.
 DEFAULT_MEAN_RUNS = 20.0
 
@@ -49,8 +51,8 @@ class TuneOptions(TypedDict):
     mean: float | None
     C: float | None
     c: float | None
-    tau: float
-    beta: float
+    tau: float | None
+    beta: float | None
     epsilon: float | None
     sigma: float | None
     delta: float
@@ -92,14 +94,33 @@ def _is_variant(variant: int) -> TypeGuard[Variant]:
     return variant in (1, 2)
 
 
+#: Library parameter names in error messages → the ``dphypo tune`` option that sets them.
+TUNE_OPTION_NAMES = {
+    "name": "--dataset", "dataset_name": "--dataset", "dataset": "--dataset", "data_dir": "--data-dir",
+    "model": "--model", "tuning_rate": "--tune-fraction", "fraction": "--tune-fraction", "variant": "--variant",
+    "runs": "--runs", "theta": "--theta", "gamma": "--gamma", "mean": "--mean", "C": "--C", "c": "--c",
+    "tau": "--tau", "beta": "--beta", "epsilon": "--epsilon", "target_epsilon": "--epsilon", "sigma": "--sigma",
+    "delta": "--delta", "epochs": "--epochs", "batch_size": "--batch-size", "max_lost": "--max-lost",
+    "seed": "--seed", "executor": "--executor", "workers": "--workers", "address": "--address",
+    "runs_per_update": "--runs-per-update", "journal": "--journal", "out": "--out",
+}
+#: Run-count families ``dphypo tune`` draws T from (binomial T is for ``account``/``calibrate``).
+TUNE_RUNS = ("negbin", "geometric", "logarithmic", "poisson")
+
+
 def run_tune(**opts: Unpack[TuneOptions]) -> None:
-    """Implementation of ``dphypo tune`` (options as parsed by the command)."""
+    """Implementation of ``dphypo tune`` (options as parsed by the command); errors name tune's options."""
+    with option_names(**TUNE_OPTION_NAMES):
+        _run_tune(opts)
+
+
+def _run_tune(opts: TuneOptions) -> None:
     from dphypo.api import SubsampledSearchResult, tune, tune_subsampled
     from dphypo.privacy import make_run_count
     from dphypo.search.execution import make_executor
     from dphypo.search.tuner import SearchResult
-    from dphypo.simulation.builder import paper_grid, parse_grid
-    from dphypo.space import Grid, SearchSpace
+    from dphypo.simulation.builder import paper_grid
+    from dphypo.space import Grid, SearchSpace, parse_grid
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
 
     o = opts.copy()
@@ -117,8 +138,8 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
     if not (math.isfinite(noise) and noise >= 0):
         raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {noise!r}")
     default_lr, default_clip = paper_grid()
-    lrs = parse_grid(o["lr_grid"], "--lr-grid") if o["lr_grid"] is not None else default_lr
-    clips = parse_grid(o["clip_grid"], "--clip-grid") if o["clip_grid"] is not None else default_clip
+    lrs = parse_grid(o["lr_grid"], "--lr-grid", positive=True) if o["lr_grid"] is not None else default_lr
+    clips = parse_grid(o["clip_grid"], "--clip-grid", positive=True) if o["clip_grid"] is not None else default_clip
     space = SearchSpace({"lr": Grid(lrs, scale="log"), "clip": Grid(clips, scale="linear")})
 
     splits = load_dataset(o["dataset"], data_dir=o["data_dir"])
@@ -128,13 +149,15 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
 
     training = DPSGD(batch_size=o["batch_size"], epochs=o["epochs"], n_train=n_train, n_val=n_val,
                      score_noise=count_noise, secure_mode=o["secure_mode"])
-    strategy = make_strategy(o["strategy"], C=C, c=c, tau=o["tau"], beta=o["beta"])
+    tau = DEFAULT_TAU if o["tau"] is None else o["tau"]
+    beta = DEFAULT_BETA if o["beta"] is None else o["beta"]
+    strategy = make_strategy(o["strategy"], C=C, c=c, tau=tau, beta=beta)
     objective = DPSGDObjective(o["dataset"], model, data_dir=o["data_dir"])  # trains under run.plan
     console = Console(stderr=True)
     started = time.perf_counter()
     pool = make_executor(o["executor"], workers=o["workers"], address=o["address"])
     columns = (SpinnerColumn(), TextColumn(progress_label(o["show_trials"])), TimeElapsedColumn())
-    with pool, Progress(*columns, console=console, transient=True) as bar:
+    with pool, Progress(*columns, console=console, transient=True) as bar, _interrupt_explained(o):
         task = bar.add_task("search", total=None)
         common: _SearchArguments = {
             "epsilon": o["epsilon"], "sigma": o["sigma"], "delta": o["delta"], "runs": runs, "strategy": strategy,
@@ -174,7 +197,7 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
     out = out_console()
     extra = {
         "dataset / model": f"{o['dataset']} / {model}",
-        "strategy": o["strategy"] + ("" if o["strategy"] == "uniform" else f" (τ={o['tau']:g}, β={o['beta']:g})"),
+        "strategy": o["strategy"] + ("" if o["strategy"] == "uniform" else f" (τ={tau:g}, β={beta:g})"),
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
         "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
@@ -192,6 +215,44 @@ def run_tune(**opts: Unpack[TuneOptions]) -> None:
     )
     if o["show_trials"]:
         _print_trials(out, result.history)
+
+
+@contextlib.contextmanager
+def _interrupt_explained(o: TuneOptions) -> Iterator[None]:
+    """Ctrl-C during a search: say what it cost and whether (and how) it resumes, then exit with status 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(interrupted_message(o["journal"], o["max_lost"]), err=True)
+        raise typer.Exit(code=130) from None
+
+
+def interrupted_message(journal: str | None, max_lost: int) -> str:
+    """What an interrupted search tells the curator (one line).
+
+    A run in flight when Ctrl-C arrived touched the data: the journal charges it as a lost attempt, so whether the
+    search can resume depends on ``--max-lost``.
+
+    Args:
+        journal: The ``--journal`` file, if any.
+        max_lost: The search's ``--max-lost``.
+    """
+    if journal is None:
+        return ("interrupted: nothing was released, and the runs so far cannot be resumed (no --journal); the "
+                "privacy they spent on the data is not released either")
+    from dphypo.search.storage import JournalError, SQLiteJournal
+
+    try:
+        with SQLiteJournal.open(journal, read_only=True) as opened:
+            charged = opened.charged_attempts()
+    except (JournalError, OSError):
+        charged = 0  # nothing journaled yet (stopped before the search was sealed)
+    if charged > max_lost:
+        return (f"interrupted: the run in flight was charged as a lost attempt ({charged} so far, --max-lost "
+                f"{max_lost} covers {max_lost}), so {journal!r} cannot be resumed: its epsilon would have to grow; "
+                "start a new journal (a larger --max-lost makes a search survive interruptions)")
+    return (f"interrupted: {charged} lost attempt(s) charged so far (--max-lost {max_lost} covers them); resume "
+            f"with the same command and --journal {journal}: T is not redrawn and no finished run repeats")
 
 
 def progress_label(show_trials: bool) -> str:
@@ -231,11 +292,14 @@ def _check_options_and_paths(o: TuneOptions) -> tuple[float, float]:
     if o["strategy"] == "uniform" and (o["C"], o["c"]) not in ((None, None), (1.0, 1.0)):
         raise ValueError("--strategy uniform never adapts (C = c = 1 is what it is accounted with): drop --C/--c, "
                          "or use --strategy gp")
+    if o["strategy"] == "uniform" and (o["tau"], o["beta"]) != (None, None):
+        raise ValueError("--tau and --beta set the GP-UCB score of --strategy gp; uniform search has none: drop "
+                         "them, or use --strategy gp")
     C = DEFAULT_C if o["C"] is None else o["C"]
     c = DEFAULT_LOWER_C if o["c"] is None else o["c"]
-    if o["runs"] == "binomial":
-        raise ValueError("--runs binomial is for `dphypo account`/`calibrate` only; tune takes negbin, geometric, "
-                         "logarithmic or poisson")
+    if o["runs"] not in TUNE_RUNS:
+        also = " (binomial is for `dphypo account`/`calibrate` only)" if o["runs"] == "binomial" else ""
+        raise ValueError(f"--runs must be one of {', '.join(TUNE_RUNS)}{also}, got {o['runs']!r}")
     for name, count in (("runs_per_update", o["runs_per_update"]), ("workers", o["workers"])):
         if count is not None and count < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {count}")
@@ -247,11 +311,10 @@ def _check_options_and_paths(o: TuneOptions) -> tuple[float, float]:
         from dphypo.train.opacus import require_csprng
 
         require_csprng()
-    out = Path(o["out"])
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out must be a directory for the released model, but {str(out)!r} is a file")
-    if o["journal"] is not None and Path(o["journal"]).is_dir():
-        raise ValueError(f"--journal must be a file, but {o['journal']!r} is a directory")
+    # Every output path is proven writable now: a search that fails to save its release has spent its budget.
+    out = check_output_dir(o["out"], "--out")
+    if o["journal"] is not None:
+        check_output_file(o["journal"], "--journal")
     _check_out_is_free(out, o["journal"])
     return C, c
 
@@ -265,10 +328,10 @@ def _check_out_is_free(out: Path, journal: str | None) -> None:
     existing = out / "release.json"
     if not existing.exists():
         return
-    if journal is not None and Path(journal).is_file():
+    if journal is not None and Path(journal).is_file() and Path(journal).stat().st_size > 0:
         from dphypo.search.storage import SQLiteJournal
 
-        with SQLiteJournal.open(journal) as opened:
+        with SQLiteJournal.open(journal, read_only=True) as opened:
             released = opened.release() or {}
         try:
             written = json.loads(existing.read_text()).get("release", {})
@@ -289,7 +352,8 @@ def _journal_release_extras(journal: str, test_accuracy: float | None, model_pat
         release = opened.release()
         if release is not None:
             opened.write_release({**release, "test_accuracy": test_accuracy,
-                                  "model_path": None if model_path is None else str(model_path),
+                                  # resolved: `dphypo release` may run from another directory
+                                  "model_path": None if model_path is None else str(model_path.resolve()),
                                   "model_sha256": model_sha256})
 
 

@@ -6,8 +6,9 @@ The public surface:
   :class:`Poisson`;
 * per-candidate RDP curves: :func:`dpsgd_rdp`, :func:`gaussian_rdp`, :func:`pure_dp_rdp`, :func:`custom_rdp`,
   :func:`compose`;
-* tuning theorems: :func:`tuning_rdp` (Theorem A of ``docs/proofs/adaptive.md`` for C > c, Papernot-Steinke
-  Theorems 2 and 6 for a uniform search), :func:`theorem_a`, :func:`theorem_a_pure`, and the published
+* tuning theorems: :func:`tuning_rdp` (the order-wise minimum of the valid RDP bounds: Theorem B of
+  ``docs/proofs/adaptive.md`` for C > c; Papernot-Steinke Theorems 2 and 6 and Theorem B at C = c = 1 for a uniform
+  search), :func:`theorem_a`, :func:`theorem_b`, :func:`theorem_a_pure`, and the published
   :func:`dphypo_theorem1` / :func:`dphypo_theorem2` (proof gap; opt-in in the accountant);
 * the accountant: :class:`SearchSpec`, :class:`PrivacyPlan`, :func:`account`, :func:`account_pure`,
   :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
@@ -15,7 +16,7 @@ The public surface:
 
 Modules, each importing only earlier ones (``tests/test_architecture.py`` checks there is no cycle): ``errors``;
 ``rdp``, ``conversion``, ``run_counts``; ``profiles``; ``tuning`` (the published theorems); ``adaptive``
-(Theorems A and B); ``search_rdp`` (:func:`tuning_rdp`, the dispatcher to the one covering theorem); ``spec``
+(Theorems A and B); ``search_rdp`` (:func:`tuning_rdp`, the dispatcher to the covering theorems); ``spec``
 (:class:`SearchSpec`, :class:`PrivacyReport`); ``profile_tuning``; ``accountant`` (:func:`account`); ``charged``;
 ``plan`` (:class:`PrivacyPlan`); ``calibration``; ``subsampled``, ``transfer``.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from dphypo.privacy.accountant import account, account_pure
-from dphypo.privacy.adaptive import theorem_a, theorem_a_pure
+from dphypo.privacy.adaptive import theorem_a, theorem_a_pure, theorem_b
 from dphypo.privacy.calibration import CalibrationError, CalibrationResult, calibrate_dpsgd_sigma, calibrate_sigma
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
 from dphypo.privacy.plan import PrivacyPlan
@@ -92,6 +93,7 @@ __all__ = [
     "pure_dp_rdp",
     "theorem_a",
     "theorem_a_pure",
+    "theorem_b",
     "tuning_rdp",
     "zero_rdp",
 ]

@@ -1,7 +1,7 @@
 """The accountant: one honest (ε, δ) for a whole search, with its breakdown.
 
-:func:`account` evaluates every valid bound for a search (the search's RDP curve from
-:func:`~dphypo.privacy.search_rdp.tuning_rdp` converted to (ε, δ), and for a uniform search the privacy-profile
+:func:`account` evaluates every valid bound for a search (each RDP curve of
+:func:`~dphypo.privacy.search_rdp.rdp_bounds` converted to (ε, δ), and for a uniform search the privacy-profile
 bounds of :mod:`dphypo.privacy.profile_tuning`) and reports the minimum; :func:`account_pure` is the pure-DP
 statement. The plan shared with the tuner is :class:`~dphypo.privacy.plan.PrivacyPlan`; noise calibration lives
 in :mod:`dphypo.privacy.calibration`.
@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dphypo.privacy.adaptive import adaptive_pure_epsilon, check_adaptive_theorem, rdp_method_name
+from dphypo.privacy.adaptive import adaptive_pure_epsilon, check_adaptive_theorem
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.profile_tuning import ProfileBound, profile_bounds
 from dphypo.privacy.profiles import ProfileSkipped
 from dphypo.privacy.rdp import RdpCurve
 from dphypo.privacy.run_counts import Binomial, TruncatedNegativeBinomial
-from dphypo.privacy.search_rdp import tuning_rdp
+from dphypo.privacy.search_rdp import rdp_bounds
 from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
 from dphypo.privacy.tuning import dphypo_theorem2
 
@@ -52,15 +52,16 @@ def check_same_mechanism(base: RdpCurve, profile: Any) -> None:
 
 
 def account(
-    base: RdpCurve, search: SearchSpec, delta: float, *, profile: Any = None, adaptive_theorem: str = "A"
+    base: RdpCurve, search: SearchSpec, delta: float, *, profile: Any = None, adaptive_theorem: str = "B"
 ) -> PrivacyReport:
     """Total (ε, δ) of a search whose every candidate satisfies ``base``: the minimum over every valid bound.
 
     Always evaluated (where a theorem covers the run count): the tight RDP → (ε, δ) conversion (Canonne, Kamath &
-    Steinke 2020) of the search's RDP curve from :func:`~dphypo.privacy.search_rdp.tuning_rdp` (Papernot-Steinke
-    Theorems 2 and 6 for a uniform search; for C > c, Theorem A of ``docs/proofs/adaptive.md``, method
-    ``"rdp-theorem-a"``, or opt-in the published DP-HyPO Theorem 1, method ``"rdp-published-thm1"``).
-    With a ``profile`` of one whole candidate run and a *uniform* search
+    Steinke 2020) of every RDP curve of :func:`~dphypo.privacy.search_rdp.rdp_bounds`: for a uniform search with
+    TNB T, Papernot-Steinke Theorem 2 (method ``"rdp"``) and Theorem B of ``docs/proofs/adaptive.md`` at
+    C = c = 1 (``"rdp-theorem-b"``); with Poisson T, Papernot-Steinke Theorem 6 (``"rdp"``); for C > c, Theorem B
+    (default, ``"rdp-theorem-b"``), or on request Theorem A (``"rdp-theorem-a"``) or the published DP-HyPO
+    Theorem 1 (``"rdp-published-thm1"``). With a ``profile`` of one whole candidate run and a *uniform* search
     (C = c = 1), also the privacy-profile bounds of Koskela, Redberg & Wang 2024 (Thm 5.2, Thm 5.7, Cor 5.8) and
     Papernot-Steinke Theorem 6 with a PLD δ̂ (:func:`~dphypo.privacy.profile_tuning.profile_bounds`); no profile
     bound is proven for an adaptive search, so none is used there. The breakdown evaluates the same minimum with
@@ -74,26 +75,34 @@ def account(
             cover everything ``base`` covers, e.g. the score release too), or a
             :class:`~dphypo.privacy.profiles.ProfileSkipped` (too large to build: RDP bounds only, and the report's
             ``profile_skipped`` says why).
-        adaptive_theorem: ``"A"`` (default: the proven Theorem A for C > c), ``"B"`` (proven numerical
-            sharpening, opt-in, method ``"rdp-theorem-b"``) or ``"published"`` (DP-HyPO Theorem 1 as printed; its
-            proof has a known gap, the statement is implied by Theorem A). No effect when C = c = 1.
+        adaptive_theorem: ``"B"`` (default: Theorem B, proven and checked independently), ``"A"`` (Theorem A,
+            proven closed form, opt-in) or ``"published"`` (DP-HyPO Theorem 1 as printed; its proof has a known
+            gap, the statement is implied by Theorem A). For C > c, which bound; for a uniform search, ``"B"``
+            also lists Theorem B at C = c = 1, while ``"A"`` and ``"published"`` keep Papernot-Steinke alone (the
+            accounting before Theorem B was the default, so results recorded then are reproduced when their
+            theorem is named).
 
     Returns:
         The report; ``methods`` lists every bound evaluated and ``method`` the one used.
 
+    Raises:
+        ValueError: Bad arguments, binomial T without a profile, or Theorem B for C > c with a per-run curve it
+            refuses (:func:`~dphypo.privacy.adaptive.check_theorem_b_curve`).
+
     Example:
         A uniform random search over DP-SGD runs (σ = 0.71, q = 256/60000, 2344 steps) with geometric T of mean
-        100: one run costs ε ≈ 3.43, the whole search ε ≈ 7.95 at δ = 1e-5 (Papernot-Steinke Theorem 2).
+        100: one run costs ε ≈ 3.43; Papernot-Steinke Theorem 2 gives ε ≈ 7.95 for the search at δ = 1e-5 and
+        Theorem B at C = c = 1 ≈ 6.50, which is reported.
 
         >>> from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
         >>> report = account(dpsgd_rdp(0.71, 256 / 60000, 2344), SearchSpec(geometric(0.01)), 1e-5)
-        >>> round(report.base_epsilon, 3), round(report.epsilon, 3), report.method
-        (3.433, 7.952, 'rdp')
-        >>> round(report.repetition_epsilon, 3), report.adaptivity_epsilon
-        (4.519, 0.0)
+        >>> round(report.base_epsilon, 3), round(report.methods["rdp"], 3), report.method
+        (3.433, 7.952, 'rdp-theorem-b')
+        >>> round(report.epsilon, 2), report.adaptivity_epsilon
+        (6.5, 0.0)
     """
     check_delta(delta)
-    rdp_name = rdp_method_name(search.adaptive, adaptive_theorem)
+    check_adaptive_theorem(adaptive_theorem)
     skipped = None
     if isinstance(profile, ProfileSkipped):  # too large to build: RDP bounds only, and say so in the report
         skipped, profile = profile.reason, None
@@ -101,18 +110,20 @@ def account(
         check_same_mechanism(base, profile)
     methods: dict[str, float] = {}
     theorems: dict[str, str] = {}
-    order, order_hat = math.nan, math.nan
+    orders: dict[str, tuple[float, float]] = {}
     if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
-        tuned = tuning_rdp(base, search.run_count, search.C, search.c, adaptive_theorem=adaptive_theorem)
-        methods[rdp_name], order = epsilon_from_rdp(
-            tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
-        )
-        theorems[rdp_name], order_hat = tuned.theorem, tuned.order_hat
+        for name, tuned in rdp_bounds(base, search.run_count, search.C, search.c,
+                                      adaptive_theorem=adaptive_theorem).items():
+            methods[name], order = epsilon_from_rdp(
+                tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
+            )
+            theorems[name], orders[name] = tuned.theorem, (order, tuned.order_hat)
     bounds: dict[str, ProfileBound] = {}
     if profile is not None:
         bounds = profile_bounds(profile, search, delta, base_rdp=base)
         methods.update({name: b.epsilon for name, b in bounds.items()})
         theorems.update({name: b.theorem for name, b in bounds.items()})
+        orders.update({name: (b.order, math.nan) for name, b in bounds.items()})
     if not methods:
         if skipped is not None:
             raise ValueError(
@@ -126,12 +137,12 @@ def account(
         )
     method = min(methods, key=methods.__getitem__)
     eps = methods[method]
-    if method != rdp_name:
-        order, order_hat = bounds[method].order, math.nan
+    order, order_hat = orders[method]
     base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
     if profile is not None:
         base_eps = min(base_eps, profile.epsilon(delta))
-    uniform_eps = account(base, search.uniform(), delta, profile=profile).epsilon if search.adaptive else eps
+    uniform_eps = (account(base, search.uniform(), delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon
+                   if search.adaptive else eps)
     return PrivacyReport(
         epsilon=eps,
         delta=delta,
@@ -150,15 +161,16 @@ def account(
     )
 
 
-def account_pure(epsilon: float, search: SearchSpec, *, adaptive_theorem: str = "A") -> PrivacyReport:
+def account_pure(epsilon: float, search: SearchSpec, *, adaptive_theorem: str = "B") -> PrivacyReport:
     """Pure-DP accounting: every candidate ε-DP ⇒ the search is (ε′, 0)-DP.
 
     Uniform search (C = c = 1): ε′ = (2+θ)ε (Papernot & Steinke 2022, Corollary 3 = DP-HyPO Theorem 2 at
-    C = c = 1). Adaptive search (C > c): by default Theorem A-infinity of ``docs/proofs/adaptive.md``
-    (:func:`~dphypo.privacy.adaptive.theorem_a_pure`, method ``"pure-dp-theorem-a"``), never above DP-HyPO
-    Theorem 2's ``(2+θ)(ε + log(C/c))``; with ``adaptive_theorem="published"`` that published value (method
-    ``"pure-dp-published-thm2"``; its proof has the gap of Theorem 1's). The adaptive ε′ is floored at the uniform
-    ε′ so the report is monotone in C/c (see :func:`~dphypo.privacy.adaptive.adaptive_pure_epsilon`).
+    C = c = 1). Adaptive search (C > c): Theorem A-infinity of ``docs/proofs/adaptive.md``
+    (:func:`~dphypo.privacy.adaptive.theorem_a_pure`, method ``"pure-dp-theorem-a"``) for ``"B"`` (default; Theorem
+    B has no pure-DP form) and ``"A"``, never above DP-HyPO Theorem 2's ``(2+θ)(ε + log(C/c))``; with
+    ``adaptive_theorem="published"`` that published value (method ``"pure-dp-published-thm2"``; its proof has the
+    gap of Theorem 1's). The adaptive ε′ is floored at the uniform ε′ so the report is monotone in C/c (see
+    :func:`~dphypo.privacy.adaptive.adaptive_pure_epsilon`).
 
     Raises:
         ValueError: For Poisson T, which has no pure-DP theorem (Theorem 6 gives RDP only), or an unknown

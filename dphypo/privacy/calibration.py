@@ -15,26 +15,21 @@ import numpy as np
 from scipy import optimize
 
 from dphypo.privacy.accountant import account
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.plan import PrivacyPlan
-from dphypo.privacy.profiles import ProfileSkipped, ProfileTooLargeError, dpsgd_profile
-from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, zero_rdp
+from dphypo.privacy.profiles import ProfileSkipped, ProfileTooLargeError
+from dphypo.privacy.rdp import RdpCurve, zero_rdp
 from dphypo.privacy.run_counts import Binomial
 from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
 
 __all__ = [
-    "CALIBRATION_PLD_POINTS",
     "CalibrationError",
     "CalibrationResult",
     "calibrate_dpsgd_sigma",
     "calibrate_sigma",
     "smallest_sigma",
 ]
-
-
-#: PLD size cap of :func:`calibrate_dpsgd_sigma` (points per direction; ordinary σ use 1e-3 well below it, e.g.
-#: 4·10⁴ points at σ = 0.66, q = 256/60000, 2344 steps).
-CALIBRATION_PLD_POINTS = 2**18
 
 
 class CalibrationError(DphypoError, ValueError):
@@ -68,7 +63,7 @@ def calibrate_sigma(
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
     max_lost: int = 0,
-    adaptive_theorem: str = "A",
+    adaptive_theorem: str = "B",
 ) -> CalibrationResult:
     """The smallest noise multiplier σ (to ``rtol``) whose search meets a total (ε, δ) target.
 
@@ -88,7 +83,7 @@ def calibrate_sigma(
         sigma_bounds: Smallest and largest σ considered.
         max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.plan.PrivacyPlan.max_lost`).
         adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.plan.PrivacyPlan.adaptive_theorem`; default
-            the proven Theorem A).
+            the proven Theorem B, ``"A"`` and ``"published"`` on request).
 
     Returns:
         The calibration.
@@ -99,12 +94,12 @@ def calibrate_sigma(
 
     Example:
         The Gaussian-mechanism noise multiplier for a uniform search with geometric T of mean 10 and a total
-        budget (ε, δ) = (4, 1e-5):
+        budget (ε, δ) = (4, 1e-5) (Theorem B at C = c = 1; Papernot-Steinke Theorem 2 alone would need σ = 2.159):
 
         >>> from dphypo.privacy import SearchSpec, calibrate_sigma, gaussian_rdp, geometric
         >>> result = calibrate_sigma(4.0, 1e-5, SearchSpec(geometric(0.1)), gaussian_rdp)
-        >>> round(result.sigma, 3), result.report.epsilon <= 4.0
-        (2.159, True)
+        >>> round(result.sigma, 3), result.report.epsilon <= 4.0, result.report.method
+        (1.702, True, 'rdp-theorem-b')
     """
     if not (math.isfinite(target_epsilon) and target_epsilon > 0.0):
         raise ValueError(f"epsilon must be a finite number > 0, got {target_epsilon!r}")
@@ -134,21 +129,34 @@ def calibrate_sigma(
     if floor >= target_epsilon:
         raise CalibrationError(
             f"target epsilon={target_epsilon:g} is unreachable: with delta={delta:g} the search itself costs at "
-            f"least epsilon={floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
+            f"least ε = {floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
             "lower E[T], or narrow [c, C]"
         )
-    top = report_at(sigma_bounds[1]).epsilon  # parts of the run that do not shrink with σ (e.g. score noise)
+    top = report_at(sigma_bounds[1]).epsilon
     if top > target_epsilon:
+        # Either a part of the run does not shrink with σ (e.g. a score release), or the run needs more noise than
+        # the largest σ considered (e.g. very many steps): tell which by looking 1000 times further out.
+        far = curve_for_sigma(sigma_bounds[1] * 1e3)  # RDP only: this decides a message, not a bound
+        if account(far, search, delta, adaptive_theorem=adaptive_theorem).epsilon > target_epsilon:
+            reason = ("the per-run mechanism has a part that does not shrink with sigma (e.g. the score noise): "
+                      "raise epsilon or add more noise to that part")
+        else:
+            reason = "the runs need more noise than that (e.g. fewer steps would help): raise epsilon"
         raise CalibrationError(
-            f"target epsilon={target_epsilon:g} is unreachable: even sigma={sigma_bounds[1]:g} gives "
-            f"epsilon={top:.4g}; the per-run mechanism has a part that does not shrink with sigma (e.g. the score "
-            "noise): raise epsilon or add more noise to that part"
+            f"target epsilon={target_epsilon:g} is unreachable: even σ = {sigma_bounds[1]:g} gives "
+            f"ε = {top:.4g}; {reason}"
         )
     sigma = smallest_sigma(epsilon_at, target_epsilon, rtol=rtol, sigma_bounds=sigma_bounds)
     report = report_at(sigma)
     if report.epsilon > target_epsilon:  # pragma: no cover - smallest_sigma guarantees this
         raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
-    return CalibrationResult(sigma, report, 0.0 if sigma == sigma_bounds[0] else sigma * rtol, evaluations)
+    if sigma == sigma_bounds[0]:  # never a silent floor: the target does not determine σ at all
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} is met even at the smallest sigma considered ({sigma_bounds[0]:g}, "
+            f"which gives ε = {report.epsilon:.4g}), so this budget does not determine the noise: pass sigma=... "
+            "explicitly, or a smaller epsilon"
+        )
+    return CalibrationResult(sigma, report, sigma * rtol, evaluations)
 
 
 def _profile_at(profile_for_sigma: Callable[[float], Any] | None, sigma: float) -> Any:
@@ -224,7 +232,7 @@ def _bracket(
                 return lo, hi
             if hi >= hi_limit:
                 raise CalibrationError(
-                    f"target epsilon={target:g} needs sigma > {sigma_bounds[1]:g}; raise epsilon or the sigma bound"
+                    f"target epsilon={target:g} needs σ > {sigma_bounds[1]:g}; raise epsilon or the sigma bound"
                 )
             lo = hi
     hi = point
@@ -244,14 +252,18 @@ def calibrate_dpsgd_sigma(
     steps: int,
     search: SearchSpec,
     *,
-    extra: RdpCurve | None = None,
+    score_noise: float | None = None,
     orders: Iterable[float] | None = None,
     rtol: float = 1e-4,
     use_profiles: bool = True,
+    max_lost: int = 0,
+    adaptive_theorem: str = "B",
 ) -> CalibrationResult:
-    """:func:`calibrate_sigma` for DP-SGD runs.
+    """:func:`calibrate_sigma` for DP-SGD candidate runs, each releasing a noisy score (``dphypo tune``'s runs).
 
-    Optionally composed with a fixed ``extra`` mechanism, e.g. the noisy release of each run's score.
+    Every run is accounted exactly as ``dphypo tune`` accounts it (:mod:`dphypo.privacy.dpsgd_run`): RDP of
+    DP-SGD composed with the Gaussian score release, and for a uniform search also the privacy profile of the
+    same composition, so ``dphypo calibrate`` finds the σ that ``dphypo tune`` uses.
 
     Args:
         target_epsilon: Total ε of the search.
@@ -259,30 +271,28 @@ def calibrate_dpsgd_sigma(
         sample_rate: Poisson sampling rate q ∈ (0, 1].
         steps: DP-SGD steps per run.
         search: Run-count distribution and density bounds.
-        extra: A σ-independent mechanism composed into every run.
-        orders: Order grid (must match ``extra``'s).
+        score_noise: Std (in counts) of the Gaussian noise on each run's released score count (sensitivity 1);
+            ``None`` when no score is released privately.
+        orders: RDP order grid.
         rtol: Relative tolerance on σ.
-        use_profiles: For a uniform search without ``extra``, also use the privacy-profile bounds (PLD of the
-            DP-SGD run at discretisation 1e-3, still a valid pessimistic bound), like ``dphypo account``. The PLD
-            is capped at :data:`CALIBRATION_PLD_POINTS` points (coarser grid beyond, RDP only past
-            :data:`~dphypo.privacy.profiles.MAX_DISCRETIZATION`) so that each of the ~20 evaluations is fast.
+        use_profiles: For a uniform search, also use the privacy-profile bounds (the run's PLD, see
+            :func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile`; too large a PLD is skipped, RDP only).
+        max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.plan.PrivacyPlan.max_lost`).
+        adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.plan.PrivacyPlan.adaptive_theorem`).
 
     Returns:
         The calibration.
     """
     grid = None if orders is None else np.asarray(list(orders), dtype=np.float64)
-    if extra is not None:
-        grid = extra.orders if grid is None else grid
 
     def curve(sigma: float) -> RdpCurve:
-        run = dpsgd_rdp(sigma, sample_rate, steps, orders=grid)
-        return run if extra is None else compose(run, extra)
+        return dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=score_noise, orders=grid)
 
-    curve(1.0)  # validate sample_rate/steps eagerly, before any root finding
+    curve(1.0)  # validate sample_rate/steps/score_noise eagerly, before any root finding
     profile_for_sigma = None
-    # A profile must cover the whole candidate run: with an RDP-only `extra` (e.g. a score release) it would not.
-    if use_profiles and extra is None and not search.adaptive:
+    if use_profiles and not search.adaptive:  # profile bounds are proven for uniform searches only (KRW 2024)
         def profile_for_sigma(sigma: float) -> Any:
-            return dpsgd_profile(sigma, sample_rate, steps, discretization=1e-3, max_points=CALIBRATION_PLD_POINTS)
+            return dpsgd_run_profile_or_skip(sigma, sample_rate, steps, score_noise=score_noise)
 
-    return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol)
+    return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol,
+                           max_lost=max_lost, adaptive_theorem=adaptive_theorem)

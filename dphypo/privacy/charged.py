@@ -8,8 +8,9 @@ but it is the simple statement that is clearly valid, and it makes the cost of r
 
 Two valid bounds are evaluated and the smaller is reported:
 
-* ``rdp``: RDP composition (Mironov 2017, Proposition 1) of the search's RDP curve (DP-HyPO Theorem 1 /
-  Papernot & Steinke 2022 Theorems 2 and 6, :func:`~dphypo.privacy.search_rdp.tuning_rdp`) with ``k`` × the base curve,
+* RDP: composition (Mironov 2017, Proposition 1) of the search's RDP curve (the order-wise minimum of its valid RDP
+  bounds, :func:`~dphypo.privacy.search_rdp.tuning_rdp`: Theorem B for C > c by default, Papernot & Steinke 2022
+  Theorems 2 and 6 and Theorem B at C = c = 1 for a uniform search) with ``k`` × the base curve,
   converted with Canonne, Kamath & Steinke 2020 (:func:`~dphypo.privacy.conversion.epsilon_from_rdp`);
 * ``<profile method>+basic``: for a uniform search with a privacy profile, the Koskela-Redberg-Wang bound at δ/2
   plus the RDP ε of the ``k`` charged runs at δ/2 (basic composition of approximate DP, Dwork & Roth 2014,
@@ -26,8 +27,9 @@ from dataclasses import replace
 from typing import Any
 
 from dphypo.privacy.accountant import account
-from dphypo.privacy.adaptive import rdp_method_name
 from dphypo.privacy.conversion import epsilon_from_rdp
+from dphypo.privacy.profile_tuning import profile_bounds
+from dphypo.privacy.profiles import ProfileSkipped
 from dphypo.privacy.rdp import RdpCurve, compose
 from dphypo.privacy.run_counts import Binomial
 from dphypo.privacy.search_rdp import tuning_rdp
@@ -47,7 +49,7 @@ def account_charged(
     charged_runs: int,
     *,
     profile: Any = None,
-    adaptive_theorem: str = "A",
+    adaptive_theorem: str = "B",
 ) -> PrivacyReport:
     """Total (ε, δ) of a search plus ``charged_runs`` lost attempts, each charged as one released run.
 
@@ -57,8 +59,9 @@ def account_charged(
         delta: Target δ ∈ (0, 1).
         charged_runs: Number of lost attempts (≥ 0); 0 gives exactly :func:`~dphypo.privacy.accountant.account`.
         profile: Optional privacy profile of one candidate run (uniform searches only use it).
-        adaptive_theorem: Bound for C > c, as in :func:`~dphypo.privacy.accountant.account` (``"A"``: Theorem A
-            of ``docs/proofs/adaptive.md``, default; ``"published"``: DP-HyPO Theorem 1 as printed).
+        adaptive_theorem: Bound for C > c, as in :func:`~dphypo.privacy.accountant.account` (``"B"``: Theorem B
+            of ``docs/proofs/adaptive.md``, default; ``"A"``: Theorem A; ``"published"``: DP-HyPO Theorem 1 as
+            printed).
 
     Returns:
         A report whose ``epsilon`` covers the search and the charged attempts; ``charged_runs`` and
@@ -66,34 +69,57 @@ def account_charged(
     """
     if isinstance(charged_runs, bool) or not isinstance(charged_runs, int) or charged_runs < 0:
         raise ValueError(f"charged_runs must be a non-negative integer, got {charged_runs!r}")
-    uncharged = account(base, search, delta, profile=profile, adaptive_theorem=adaptive_theorem)
     if charged_runs == 0:
-        return uncharged
+        return account(base, search, delta, profile=profile, adaptive_theorem=adaptive_theorem)
     extra = base.repeated(charged_runs)
-    methods: dict[str, float] = {}
-    order = math.nan
-    rdp_name = rdp_method_name(search.adaptive, adaptive_theorem)
+    candidates: list[PrivacyReport] = []
     if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
-        searched = tuning_rdp(base, search.run_count, search.C, search.c, adaptive_theorem=adaptive_theorem).curve
-        methods[rdp_name], order = _rdp_epsilon(compose(searched, extra), delta)
-    if profile is not None and not search.adaptive:
-        half = account(base, search, delta / 2, profile=profile)
-        extra_half = _rdp_epsilon(extra, delta / 2)[0]
-        for name, eps in half.methods.items():
-            if name != rdp_name:
-                methods[f"{name}+basic"] = eps + extra_half
-    method = min(methods, key=methods.__getitem__)
-    epsilon = methods[method]
-    if not math.isfinite(epsilon):
+        skipped = profile if isinstance(profile, ProfileSkipped) else None  # kept, so the report says why
+        candidates.append(_charged_by_rdp(base, extra, search, delta, charged_runs, adaptive_theorem, skipped))
+    if profile is not None and not isinstance(profile, ProfileSkipped) and not search.adaptive:
+        by_profile = _charged_by_profile(base, extra, search, delta, charged_runs, profile)
+        if by_profile is not None:
+            candidates.append(by_profile)
+    if not candidates:
+        raise ValueError(f"no bound covers the search with {charged_runs} charged attempts (binomial T needs a "
+                         "privacy profile)")
+    methods = {report.method: report.epsilon for report in candidates}
+    used = min(candidates, key=lambda report: report.epsilon)
+    if not math.isfinite(used.epsilon):
         raise ValueError(f"no finite bound for the search with {charged_runs} charged attempts")
+    return replace(used, methods=methods)
+
+
+def _charged_by_rdp(base: RdpCurve, extra: RdpCurve, search: SearchSpec, delta: float, charged_runs: int,
+                    adaptive_theorem: str, skipped: ProfileSkipped | None) -> PrivacyReport:
+    """The search's RDP curve composed with the charged runs (Mironov 2017, Prop. 1), broken down in RDP too."""
+    uncharged = account(base, search, delta, profile=skipped, adaptive_theorem=adaptive_theorem)  # RDP alone
+    searched = tuning_rdp(base, search.run_count, search.C, search.c, adaptive_theorem=adaptive_theorem).curve
+    epsilon, order = _rdp_epsilon(compose(searched, extra), delta)
     return replace(
-        uncharged,
-        epsilon=epsilon,
-        methods=methods,
-        method=method,
-        theorem=f"{uncharged.theorem} + {charged_runs} charged run(s) ({method})",
-        charged_runs=charged_runs,
+        uncharged, epsilon=epsilon, order=order, charged_runs=charged_runs,
         charged_epsilon=epsilon - uncharged.epsilon,
-        order=order if method == rdp_name else math.nan,
-        order_hat=uncharged.order_hat if method == rdp_name else math.nan,
+        theorem=f"{uncharged.theorem} + {charged_runs} charged run(s) composed in RDP (Mironov 2017, Prop. 1)",
+    )
+
+
+def _charged_by_profile(base: RdpCurve, extra: RdpCurve, search: SearchSpec, delta: float, charged_runs: int,
+                        profile: Any) -> PrivacyReport | None:
+    """The best profile bound at δ/2 plus the charged runs' RDP ε at δ/2 (basic composition), broken down as such.
+
+    ``None`` when no profile bound applies.
+    """
+    bounds = profile_bounds(profile, search, delta / 2, base_rdp=base)
+    if not bounds:
+        return None
+    name = min(bounds, key=lambda key: bounds[key].epsilon)
+    half = account(base, search, delta / 2, profile=profile)  # one run's ε at δ/2 (min of RDP and PLD)
+    extra_half = _rdp_epsilon(extra, delta / 2)[0]
+    selected = bounds[name].epsilon
+    return replace(
+        half, epsilon=selected + extra_half, delta=delta, repetition_epsilon=selected - half.base_epsilon,
+        adaptivity_epsilon=0.0, order=bounds[name].order, order_hat=math.nan, method=f"{name}+basic",
+        charged_runs=charged_runs, charged_epsilon=extra_half,
+        theorem=f"{bounds[name].theorem} at δ/2 + {charged_runs} charged run(s) at δ/2 (basic composition, Dwork & "
+                "Roth 2014, Theorem 3.16)",
     )

@@ -34,16 +34,16 @@ class PrivacyPlan:
         max_lost: Lost attempts (a run whose worker or process died after it touched the data) the search may
             absorb; each is charged up front as one more released run (:mod:`dphypo.privacy.charged`), whether
             or not it happens, and the search stops without a release when one more would be lost.
-        adaptive_theorem: Bound for an adaptive search (C > c): ``"A"`` (default, Theorem A of
-            ``docs/proofs/adaptive.md``), ``"B"`` (its numerical sharpening, opt-in) or ``"published"``
-            (DP-HyPO Theorem 1 as printed, opt-in).
+        adaptive_theorem: Bound for an adaptive search (C > c): ``"B"`` (default, Theorem B of
+            ``docs/proofs/adaptive.md``, proven and checked independently), ``"A"`` (Theorem A, its closed-form
+            relaxation, opt-in) or ``"published"`` (DP-HyPO Theorem 1 as printed, opt-in).
     """
 
     search: SearchSpec
     base: RdpCurve
     delta: float
     profile: Any = None
-    adaptive_theorem: str = "A"
+    adaptive_theorem: str = "B"
     max_lost: int = 0
 
     def __post_init__(self) -> None:

@@ -33,6 +33,7 @@ arXiv:2006.07134; Koskela, Redberg & Wang 2024 arXiv:2402.06701 (versions unveri
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -84,6 +85,8 @@ _TAIL_MASS_TRUNCATION = 1e-15
 
 # Largest ε at which epsilon() searches; beyond it a profile is treated as "no finite ε" (inf).
 _EPS_SEARCH_MAX = 200.0
+# Where a profile without tables of its own is evaluated to fingerprint it (PrivacyProfile.describe).
+_FINGERPRINT_EPSILONS = np.linspace(-2.0, 60.0, 249)
 
 
 class PrivacyProfile(ABC):
@@ -144,6 +147,24 @@ class PrivacyProfile(ABC):
     def total_variation(self) -> float:
         """δ(0) = max TV distance between neighbouring outputs (a Poisson-K selection pays m·δ(0))."""
         return float(self.delta(0.0))
+
+    def describe(self) -> dict[str, Any]:
+        """An exact, JSON-ready identity of the profile: what a journal seals (never a repr with an address).
+
+        Returns:
+            ``{"label", "mechanism", "sha256"}``; the digest is of :meth:`fingerprint_values`.
+        """
+        digest = hashlib.sha256(np.ascontiguousarray(self.fingerprint_values(), dtype=np.float64).tobytes())
+        return {"label": self.label, "mechanism": None if self.mechanism is None else list(self.mechanism),
+                "sha256": digest.hexdigest()}
+
+    def fingerprint_values(self) -> np.ndarray:
+        """Values that determine the profile: by default δ(ε) on a fixed grid of ε (subclasses give their data).
+
+        Returns:
+            A float64 array, shape ``(k,)``.
+        """
+        return np.asarray(self.delta(_FINGERPRINT_EPSILONS), dtype=np.float64)
 
 
 def _check_delta(delta: float) -> None:
@@ -283,6 +304,10 @@ class PldProfile(PrivacyProfile):
         out = np.max(np.stack([t.delta(eps) for t in self._tables]), axis=0)
         return np.clip(out, 0.0, 1.0)
 
+    def fingerprint_values(self) -> np.ndarray:
+        """The PLD's loss tables in both directions (exact: two PLDs agree iff these bytes do)."""
+        return np.concatenate([np.concatenate([t.losses, t.upper, t.lower, [t.infinity_mass]]) for t in self._tables])
+
     @property
     def discretization(self) -> float:
         """The privacy-loss grid interval of the PLD."""
@@ -337,7 +362,7 @@ def _step_pld(sigma: float, sample_rate: float, discretization: float) -> Any:
     from dp_accounting import privacy_accountant
     from dp_accounting.pld import privacy_loss_distribution
 
-    return privacy_loss_distribution.from_gaussian_mechanism(
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=sigma,
         sensitivity=1.0,
         pessimistic_estimate=True,
@@ -346,6 +371,12 @@ def _step_pld(sigma: float, sample_rate: float, discretization: float) -> Any:
         use_connect_dots=True,
         neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
     )
+    # Dense PMFs self-compose by repeated squaring (FFT). dp_accounting keeps a PMF of a few points sparse and then
+    # composes it pairwise, `steps` times, as long as size**steps stays small: a one-point PMF (huge σ) with
+    # 10¹² steps would take 10¹² Python iterations. Same values, bounded time.
+    remove = pld._pmf_remove.to_dense_pmf()
+    add = None if pld._symmetric else pld._pmf_add.to_dense_pmf()
+    return privacy_loss_distribution.PrivacyLossDistribution(remove, add)
 
 
 def _step_loss_width(sigma: float, sample_rate: float) -> float:

@@ -15,9 +15,9 @@ Canonne–Kamath–Steinke conversion (KK Lemma 3). ε(1) terms are e^{0·ε(1)}
 **Tuning curve ε_tune.** KK Thm 1 treats M_tune as a black box that is (k, ε_tune(k))-RDP on X₁ (add/remove).
 We take it from :func:`~dphypo.privacy.search_rdp.tuning_rdp`:
 
-* uniform search (C = c = 1): Papernot & Steinke 2022 Theorem 2 (TNB T) or Theorem 6 (Poisson T, KK's
-  "Theorem 5");
-* adaptive search (C > c): Theorem A of docs/proofs/adaptive.md (the proven replacement of DP-HyPO Theorem 1),
+* uniform search (C = c = 1): the order-wise minimum of Papernot & Steinke 2022 Theorem 2 and Theorem B of
+  docs/proofs/adaptive.md at C = c = 1 (TNB T), or Papernot-Steinke Theorem 6 (Poisson T, KK's "Theorem 5");
+* adaptive search (C > c): Theorem B of docs/proofs/adaptive.md (the proven replacement of DP-HyPO Theorem 1),
   **TNB T only**; Poisson and binomial T are refused (no
   theorem). This is inside KK Thm 1's scope only if (KK notes §5) (1) the whole adaptive loop (GP fit, UCB,
   softmax, projection, all runs, the final argmax) runs on X₁ only, using only X₁'s private outputs and public

@@ -9,7 +9,8 @@ Theorems implemented (each only within its proven scope):
 
   At C = c = 1 this is exactly Papernot & Steinke 2022, Theorem 2. For C > c the published *proof* has a gap
   (Lemma A.5); the statement is implied by the proven, tighter Theorem A of ``docs/proofs/adaptive.md``
-  (:mod:`dphypo.privacy.adaptive`), which :func:`tuning_rdp` uses by default (the published bound is opt-in).
+  (:mod:`dphypo.privacy.adaptive`); :func:`~dphypo.privacy.search_rdp.tuning_rdp` uses its sharpening Theorem B by
+  default (Theorem A and the published bound are opt-in).
 * DP-HyPO **Theorem 2** — every candidate ε-DP ⇒ the search is ((2+θ)(ε + log(C/c)), 0)-DP
   (C = c = 1: Papernot & Steinke 2022, Corollary 3; θ = 1: Liu & Talwar's 3ε).
 * Papernot & Steinke 2022 **Theorem 6** — T ~ Poisson(μ), *uniform* search only (C = c = 1): if every candidate

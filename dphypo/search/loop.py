@@ -21,7 +21,7 @@ from dphypo.privacy import PrivacyPlan
 from dphypo.privacy.errors import DphypoError
 from dphypo.search.execution import Executor, SequentialExecutor
 from dphypo.search.plan import RunPlan
-from dphypo.search.records import DataFailure, PrivateScore, Run, Trial
+from dphypo.search.records import DataFailure, PrivateScore, Run, RunMisuse, Trial
 from dphypo.search.storage import Journal, JournalMismatch, MemoryJournal
 from dphypo.space import SearchSpace
 from dphypo.strategies.base import Direction, Strategy, StrategyEvent, best_runs, release_key
@@ -322,7 +322,7 @@ def evaluate_task(task: tuple[Objective, dict[str, Any], Run]) -> tuple[float, A
     """
     objective, params, run = task
     outcome = _evaluate(objective, params, run)
-    run.check_budget()
+    run.check_budget(finished=math.isfinite(outcome[0]))  # a misuse of the run stops the search (RunMisuse)
     return outcome
 
 
@@ -334,6 +334,8 @@ def _evaluate(objective: Objective, params: Mapping[str, Any], run: Run) -> tupl
             # gradient (the usual case): harmless, and a search would print it once per run.
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             out = objective(dict(params), run)
+    except RunMisuse:  # a bug of the objective against the plan, not a failure on the data: stop, loudly
+        raise
     except Exception as exc:  # privacy rule 5: any failure on the data scores worst and is not retried
         return math.nan, None, time.perf_counter() - start, f"{type(exc).__name__}: {exc}"
     raw, artifact = out if isinstance(out, tuple) else (out, None)

@@ -97,8 +97,15 @@ class RunPlan(Protocol):
         """
         ...
 
-    def check_budget(self, run: RunHandle) -> None:
-        """After the run (in the process that trained): raise if any engine of ``run`` spent more than planned."""
+    def check_budget(self, run: RunHandle, *, finished: bool = False) -> None:
+        """After the run (in the process that trained): raise if it spent other than planned.
+
+        Args:
+            run: The run.
+            finished: The objective returned a score: a plan whose privacy rests on its own training step
+                (:meth:`make_private`) must then raise :class:`~dphypo.search.records.RunMisuse` if that step
+                never happened (the score would be released with an ε that does not describe the model).
+        """
         ...
 
     def private_score(self, run: RunHandle, count: int) -> float:

@@ -17,7 +17,7 @@ from dphypo.search.plan import RunPlan
 if TYPE_CHECKING:
     from dphypo.privacy import PrivacyPlan
 
-__all__ = ["DataFailure", "PrivateScore", "Run", "Trial"]
+__all__ = ["DataFailure", "PrivateScore", "Run", "RunMisuse", "Trial"]
 
 
 class DataFailure(DphypoError):
@@ -30,6 +30,17 @@ class DataFailure(DphypoError):
     depend on the data stops a search: the worker process or host dying (charged up front, see
     :attr:`~dphypo.privacy.PrivacyPlan.max_lost`), the curator's Ctrl-C, or a run that spent more privacy than
     planned.
+    """
+
+
+class RunMisuse(DphypoError, ValueError):
+    """An objective used its :class:`Run` against the plan; the search stops without a release.
+
+    A second score for one run, a count outside ``[0, n_val]``, a bad clipping norm, or a run that returned a
+    score without the plan's private training (:meth:`Run.make_private`) would release something the accounted ε
+    does not cover (privacy rules 4 and 8). These are bugs of the objective, not failures on the data, so they
+    are not scored worst and skipped: the search stops, loudly. The run records the misuse even when the
+    objective catches the exception, so a broad ``except`` in user code cannot turn it into a data failure.
     """
 
 
@@ -76,6 +87,7 @@ class Run:
         wrapped: ``(wrapped, plain)`` modules from :meth:`make_private`: a returned wrapper is released as the
             plain module.
         scores: The :class:`PrivateScore` objects this run made (only those are accepted as its score).
+        misuse: What the objective did against the plan (:class:`RunMisuse`), checked after it returns.
     """
 
     number: int
@@ -86,6 +98,7 @@ class Run:
     engines: list[Any] = field(default_factory=list, compare=False, repr=False)
     wrapped: list[tuple[Any, Any]] = field(default_factory=list, compare=False, repr=False)
     scores: list[PrivateScore] = field(default_factory=list, compare=False, repr=False)
+    misuse: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def rng(self) -> np.random.Generator:
@@ -98,11 +111,22 @@ class Run:
         Returns ``(module, optimizer, data_loader)`` as wrapped by :meth:`RunPlan.make_private`.
 
         Raises:
-            ValueError: The run has no plan.
+            RunMisuse: The run has no plan, or the plan refuses the arguments (e.g. a clipping norm ≤ 0, a
+                second call); recorded on the run, so the search stops even if the objective catches it.
         """
         if self.plan is None:
-            raise ValueError("run.plan must be a DPSGDPlan to train with DP-SGD (pass plan= to the Tuner), got None")
-        return self.plan.make_private(self, module, optimizer, data_loader, max_grad_norm=max_grad_norm)
+            raise self._misused(ValueError("run.plan must be a DPSGDPlan to train with DP-SGD (pass plan= to the "
+                                           "Tuner), got None"))
+        try:
+            return self.plan.make_private(self, module, optimizer, data_loader, max_grad_norm=max_grad_norm)
+        except ValueError as exc:
+            raise self._misused(exc) from exc
+
+    def _misused(self, error: Exception) -> RunMisuse:
+        """Record ``error`` as a misuse of this run and return it as a :class:`RunMisuse` to raise."""
+        message = f"run {self.number}: {error}"
+        self.misuse.append(message)
+        return RunMisuse(message)
 
     def private_score(self, count: int) -> PrivateScore:
         """The privatised score of a count statistic (for DP-SGD: ``(count + N(0, score_noise²)) / n_val``).
@@ -118,14 +142,22 @@ class Run:
             The score to return from the objective.
 
         Raises:
-            ValueError: The run has no plan, or the plan does not privatise scores.
+            RunMisuse: The run has no plan, the plan does not privatise scores, a score was already made for this
+                run, or ``count`` is not an integer in ``[0, n_val]`` (recorded on the run: the search stops).
         """
         if self.plan is None:
-            raise ValueError(
+            raise self._misused(ValueError(
                 "run.private_score needs a DPSGDPlan with score_noise and n_val (dphypo.tune(score_noise=..., "
                 "n_val=...)), got None"
-            )
-        score = PrivateScore(self.plan.private_score(self, count), self.number)
+            ))
+        if self.scores:
+            raise self._misused(ValueError("run.private_score was already called for this run; one released score "
+                                           "per run"))
+        try:
+            value = self.plan.private_score(self, count)
+        except ValueError as exc:
+            raise self._misused(exc) from exc
+        score = PrivateScore(value, self.number)
         self.scores.append(score)
         return score
 
@@ -136,10 +168,21 @@ class Run:
                 return plain
         return artifact
 
-    def check_budget(self) -> None:
-        """Fail loudly if any engine of this run spent more than the plan's per-run budget."""
-        if self.plan is not None and self.engines:
-            self.plan.check_budget(self)
+    def check_budget(self, *, finished: bool = False) -> None:
+        """After the objective: fail loudly on a misuse of the run, or a run that spent other than planned.
+
+        Args:
+            finished: The objective returned a score (a run that failed on the data may not have trained).
+
+        Raises:
+            RunMisuse: The objective misused the run (even if it caught the error), or ``finished`` and the
+                plan's private training never happened (:meth:`RunPlan.check_budget`).
+            BudgetExceeded: A privacy engine of the run spent more than the plan's per-run budget.
+        """
+        if self.misuse:
+            raise RunMisuse(self.misuse[0])
+        if self.plan is not None:
+            self.plan.check_budget(self, finished=finished)
 
 
 @dataclass(frozen=True)

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dphypo._paths import check_output_file
 from dphypo.privacy import PrivacyPlan, PrivacyReport
 from dphypo.search.execution import Executor, make_executor
+from dphypo.search.limits import check_expected_runs
 from dphypo.search.loop import (
     LostAttemptsExceeded,
     Objective,
@@ -42,6 +42,7 @@ from dphypo.search.loop import (
 from dphypo.search.plan import RunPlan
 from dphypo.search.records import DataFailure, PrivateScore, Run, Trial
 from dphypo.search.storage import Journal, MemoryJournal, SQLiteJournal
+from dphypo.search.storage.describe import array_digest, describe, qualified_name
 from dphypo.space import SearchSpace
 from dphypo.strategies import Direction, Strategy, StrategyEvent, Uniform
 
@@ -163,7 +164,7 @@ class Tuner:
             :class:`~dphypo.search.tuner.LostAttemptsExceeded`) and are re-run. A changed configuration is refused
             (:class:`~dphypo.search.storage.JournalMismatch`).
         objective_id: Description of the objective sealed in the journal (e.g. dataset and model), so a resume
-            with a different objective is refused; default: the repr of a dataclass objective (e.g.
+            with a different objective is refused; default: the fields of a dataclass objective (e.g.
             :class:`~dphypo.train.DPSGDObjective`: dataset, model, split), else its qualified name.
 
     Raises:
@@ -182,7 +183,7 @@ class Tuner:
         >>> privacy = PrivacyPlan(SearchSpec(geometric(0.2)), gaussian_rdp(4.0), 1e-5)
         >>> result = Tuner(lambda params, run: -abs(params["lr"] - 0.1), space, privacy, seed=1).run()
         >>> result.release.params, round(result.release.epsilon, 2)
-        ({'lr': 0.1}, 1.94)
+        ({'lr': 0.1}, 1.43)
         >>> result.history.run_count  # T: curator-only, never published
         6
     """
@@ -202,7 +203,7 @@ class Tuner:
         plan: RunPlan | None = None,
         executor: Executor | str | None = None,
         journal: str | os.PathLike[str] | None = None,
-        objective_id: str | None = None,
+        objective_id: Any = None,
     ) -> None:
         if not isinstance(privacy, PrivacyPlan):
             raise TypeError(f"privacy must be a PrivacyPlan, got {type(privacy).__name__}")
@@ -212,9 +213,13 @@ class Tuner:
             raise ValueError(f"runs_per_update must be a positive integer or None, got {runs_per_update!r}")
         if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+        check_expected_runs(privacy.search.run_count)  # T must be drawable (and trainable) in bounded time
         self.objective = objective
         self.space = space
         self.privacy = privacy
+        if strategy is not None and not callable(getattr(strategy, "start", None)):  # what the loop calls
+            raise TypeError(f"strategy must be a Strategy (e.g. dphypo.GPUCB(C=2, c=0.75)), got "
+                            f"{type(strategy).__name__}")
         self.strategy = strategy if strategy is not None else Uniform()
         _check_strategy_bounds(self.strategy, privacy)
         self.direction = direction
@@ -227,8 +232,10 @@ class Tuner:
         if plan is not None:
             _check_plan_is_accounted(plan, privacy)
         self.executor = executor
-        self.journal = None if journal is None else Path(journal)
-        self.objective_id = objective_id if objective_id is not None else _qualified_name(objective)
+        # proven writable before anything is calibrated or trained (a journal that cannot be opened later loses
+        # the whole search's budget)
+        self.journal = None if journal is None else check_output_file(journal, "journal")
+        self.objective_id = objective_id if objective_id is not None else _objective_description(objective)
 
     def _stream(self, *key: int) -> np.random.SeedSequence:
         return np.random.SeedSequence(self.seed, spawn_key=key)
@@ -294,25 +301,26 @@ class Tuner:
             runs_per_update: Candidates drawn per projected density (``runs_per_update`` or the executor's workers).
         """
         privacy = self.privacy
-        return {
+        config = {
             "privacy": {
                 **privacy.search.describe(),
-                "run_count": repr(privacy.search.run_count),
+                "run_count": privacy.search.run_count,
                 "delta": privacy.delta,
-                "base": {"label": privacy.base.label, "sha256": _array_digest(privacy.base.orders,
-                                                                              privacy.base.epsilons)},
-                "profile": None if privacy.profile is None else repr(privacy.profile),
+                "base": {"label": privacy.base.label, "sha256": array_digest(privacy.base.orders,
+                                                                             privacy.base.epsilons)},
+                "profile": privacy.profile,
                 "adaptive_theorem": privacy.adaptive_theorem,
                 "max_lost": privacy.max_lost,
             },
-            "space": {"grid": repr(self.space), "prior_sha256": _array_digest(self.space.prior)},
-            "strategy": repr(self.strategy),
+            "space": self.space,
+            "strategy": self.strategy,
             "direction": self.direction,
             "seed": self.seed,
             "runs_per_update": runs_per_update,
             "objective": self.objective_id,
-            "plan": None if self.plan is None else repr(self.plan),
+            "plan": self.plan,
         }
+        return describe(config)  # exact values, never a repr (an address in one would never match on resume)
 
     def check_journal(self, *, ignore: tuple[str, ...] = ()) -> None:
         """Refuse a resume whose configuration differs from the sealed one, before anything costly happens.
@@ -323,9 +331,9 @@ class Tuner:
         Raises:
             JournalMismatch: Naming the fields that differ.
         """
-        if self.journal is None or not self.journal.is_file():
-            return
-        with SQLiteJournal.open(self.journal) as journal:
+        if self.journal is None or not self.journal.is_file() or self.journal.stat().st_size == 0:
+            return  # a new journal: nothing sealed to compare with
+        with SQLiteJournal.open(self.journal, read_only=True) as journal:
             sealed = journal.sealed()
             if sealed is None:
                 return
@@ -390,19 +398,11 @@ def _check_strategy_bounds(strategy: Strategy, privacy: PrivacyPlan) -> None:
         )
 
 
-def _qualified_name(objective: Any) -> str:
-    """A stable description of an objective: a dataclass's repr (its configuration), else its qualified name."""
+def _objective_description(objective: Any) -> Any:
+    """A stable description of an objective: a dataclass's fields (its configuration), else its qualified name."""
     if dataclasses.is_dataclass(objective) and not isinstance(objective, type):
-        return repr(objective)
-    target = objective if hasattr(objective, "__qualname__") else type(objective)
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
-
-
-def _array_digest(*arrays: np.ndarray) -> str:
-    digest = hashlib.sha256()
-    for array in arrays:
-        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
-    return digest.hexdigest()
+        return describe(objective, "objective")
+    return qualified_name(objective if hasattr(objective, "__qualname__") else type(objective))
 
 
 def _check_plan_is_accounted(plan: RunPlan, privacy: PrivacyPlan) -> None:

@@ -22,7 +22,7 @@ only.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -227,6 +227,7 @@ def simulate_batched(
     batch: int = 256,
     workers: int | None = None,
     executor: Executor | str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """True value of the λ released by each of ``repeats`` independent simulated searches.
 
@@ -248,6 +249,8 @@ def simulate_batched(
         executor: Where the jobs (batches of repeats) run: an :class:`~dphypo.search.execution.Executor`
             (left open), ``"sequential"``, ``"process"`` or ``"ray"`` (created here and closed), or ``None``: a
             local process pool of ``workers``. The values are the same with every executor.
+        progress: Called with the number of searches each finished job held (public counts: simulations run on
+            landscapes, not on private data).
 
     Returns:
         Shape ``(repeats,)``; the landscape's worst mean for a repeat whose T is 0.
@@ -270,7 +273,8 @@ def simulate_batched(
         workers = min(workers or os.cpu_count() or 1, max(int(np.count_nonzero(counts)), 1))
     with executor_scope(executor, workers=workers) as spread:
         jobs = _jobs(landscape, strategy, counts, batch, C, c, seed, spread.workers)
-        done = spread.run(_run_job, jobs)
+        done = spread.run(_run_job, jobs, on_result=None if progress is None else
+                          lambda _, job_result: progress(len(job_result[0])))
     values = np.full(repeats, landscape.worst_value)
     for members, released in done:
         values[members] = landscape.true_values(released)

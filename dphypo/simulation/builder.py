@@ -27,9 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from dphypo._paths import check_output_file
 from dphypo.simulation.landscapes import Landscape, save_landscape
 
-__all__ = ["BuildSpec", "build_landscape", "check_build", "paper_grid", "parse_grid"]
+__all__ = ["MAX_BUILD_RUNS", "BuildSpec", "build_landscape", "check_build", "paper_grid"]
+
+#: Most training runs one landscape build accepts (grid points × seeds).
+MAX_BUILD_RUNS = 1_000_000
 
 #: Score recorded for a run that failed because of the data (privacy rule 5: failed runs score worst).
 FAILED_SCORE = 0.0
@@ -86,6 +90,10 @@ class BuildSpec:
             object.__setattr__(self, name, values)
         if not (isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds >= 1):
             raise ValueError(f"seeds must be a positive integer, got {self.seeds!r}")
+        runs = len(self.lr_grid) * len(self.clip_grid) * self.seeds
+        if runs > MAX_BUILD_RUNS:  # checked before the job list or the score array is allocated
+            raise ValueError(f"seeds={self.seeds} on a {len(self.lr_grid)} x {len(self.clip_grid)} grid is {runs:,} "
+                             f"training runs; a landscape holds at most {MAX_BUILD_RUNS:,}")
         if not (_is_real(self.score_noise) and self.score_noise >= 0):
             raise ValueError(f"score_noise must be a finite number >= 0, got {self.score_noise!r}")
 
@@ -131,15 +139,7 @@ def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | 
     out = Path(out)
     if out.suffix != ".npz":
         raise ValueError(f"out must be a file name ending in .npz (the landscape is an npz archive), got {str(out)!r}")
-    if out.is_dir():
-        raise ValueError(f"out must be a file, got the directory {str(out)!r}")
-    for folder in (out.parent, *out.parent.parents):  # the first existing ancestor must be a writable directory
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(f"out must be inside a directory, but {str(folder)!r} is a file")
-            if not os.access(folder, os.W_OK | os.X_OK):
-                raise ValueError(f"out: cannot write to the directory {str(folder)!r}")
-            break
+    check_output_file(out, "out", create_parents=True)  # a probe file, not os.access (root passes that anywhere)
     if _checkpoint_path(out).is_dir():
         raise ValueError(f"out: the checkpoint path {str(_checkpoint_path(out))!r} is a directory")
     if workers is not None and not (
@@ -184,7 +184,7 @@ def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str
         failed = False
     except DataFailure:
         score, failed = FAILED_SCORE, True
-    run.check_budget()
+    run.check_budget(finished=not failed)
     return {"lr": lr_index, "clip": clip_index, "seed": seed, "score": float(score), "failed": failed,
             "seconds": time.perf_counter() - start}
 
@@ -325,59 +325,3 @@ def paper_grid() -> tuple[tuple[float, ...], tuple[float, ...]]:
 
     axes, _ = mnist_grid()
     return tuple(axes["lr"].tolist()), tuple(axes["clip"].tolist())
-
-
-def parse_grid(text: str, option: str = "grid") -> tuple[float, ...]:
-    """``"1e-4:10:16:log"`` (low:high:num:scale) or a comma list ``"0.1,0.5,1"`` → grid values.
-
-    Computed values are rounded to 12 significant digits (:func:`dphypo.space.clean_values`), so ``0.3:6:20:linear``
-    holds 2.1, not 2.0999999999999996.
-
-    Args:
-        text: The grid as typed.
-        option: How errors name it (e.g. ``"--lr-grid"``).
-
-    Returns:
-        At least two strictly increasing, finite values.
-
-    Raises:
-        ValueError: A one-line message naming ``option`` for anything else.
-    """
-    from dphypo.space import clean_values
-
-    usage = "low:high:num:log|linear (e.g. 1e-4:10:16:log) or a comma list (e.g. 0.1,0.5,1)"
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{option} is empty; give {usage}, got {text!r}")
-    if ":" in text:
-        parts = [part.strip() for part in text.split(":")]
-        if len(parts) != 4 or parts[3] not in ("log", "linear"):
-            raise ValueError(f"{option} must be {usage}, got {text!r}")
-        try:
-            low, high = float(parts[0]), float(parts[1])
-        except ValueError:
-            raise ValueError(f"{option}: low and high must be numbers, got {text!r}") from None
-        try:
-            num = int(parts[2])
-        except ValueError:
-            raise ValueError(f"{option}: num must be an integer >= 2, got {parts[2]!r} in {text!r}") from None
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise ValueError(f"{option}: low and high must be finite, got {text!r}")
-        if num < 2:
-            raise ValueError(f"{option}: num must be an integer >= 2 (a grid needs two values), got {num} in {text!r}")
-        if low >= high:
-            raise ValueError(f"{option}: low must be < high, got {text!r}")
-        if parts[3] == "log" and low <= 0:
-            raise ValueError(f"{option}: a log grid needs low > 0, got {text!r}")
-        points = np.geomspace(low, high, num) if parts[3] == "log" else np.linspace(low, high, num)
-        cleaned = list(clean_values(points))
-        cleaned[0], cleaned[-1] = low, high
-        return tuple(cleaned)
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(f"{option} must be {usage}, got {text!r}") from None
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError(f"{option} values must be finite, got {text!r}")
-    if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
-        raise ValueError(f"{option} must list at least 2 strictly increasing values, got {text!r}")
-    return values

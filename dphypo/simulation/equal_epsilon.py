@@ -10,15 +10,19 @@ The per-run mechanism is the landscape's DP-SGD plan *including* the Gaussian re
 (:func:`dphypo.simulation.studies.plan_from_metadata`); σ is calibrated by :func:`dphypo.privacy.calibrate_sigma`,
 i.e. the accountant's minimum over its valid bounds:
 
-* uniform search: RDP (Papernot & Steinke 2022, Theorem 2) and the privacy-profile bounds of Koskela, Redberg &
-  Wang 2024 (the plan's :meth:`~dphypo.train.DPSGDPlan.profile`), whichever is smaller;
-* adaptive search (C > c): RDP only (the accountant's default adaptive theorem unless one is named); profile
-  bounds are not proven for C > c, so no profile is passed.
+* uniform search: RDP (Papernot & Steinke 2022, Theorem 2, and with ``adaptive_theorem="B"`` Theorem B at
+  C = c = 1 of docs/proofs/adaptive.md) and the privacy-profile bounds of Koskela, Redberg & Wang 2024 (the plan's
+  :meth:`~dphypo.train.DPSGDPlan.profile`), whichever is smallest;
+* adaptive search (C > c): RDP only, with the named adaptive theorem (``adaptive_theorem``: ``"B"`` by default,
+  ``"A"`` for the accounting the shipped equal-ε studies were calibrated with); profile bounds are not proven for
+  C > c, so no profile is passed.
 
-:func:`dphypo.simulation.studies.arm_epsilon` accounts a cell with the same bounds (the same profile,
-:func:`dphypo.simulation.studies.plan_profile`), so an arm at its calibrated σ reads ε ≤ the target, within the
-calibration's tolerance. Because of the profile bounds, a uniform arm's σ is smaller than an RDP-only calibration
-would give (digits, ε = 8, E[T] = 20: 1.1143 instead of the shipped 1.2226).
+The theorem is always passed explicitly (never left to the accountant's default), so a recorded result can be
+reproduced by naming the theorem it was calibrated with. :func:`dphypo.simulation.studies.arm_epsilon` accounts a
+cell with the same bounds (the same profile, :func:`dphypo.simulation.studies.plan_profile`, and the study's
+theorem), so an arm at its calibrated σ reads ε ≤ the target, within the calibration's tolerance. Digits, ε = 8,
+E[T] = 20, uniform arm: 1.0888 with Theorem B at C = c = 1, 1.1143 with the profile bound alone
+(``adaptive_theorem="A"``), 1.2226 with Papernot-Steinke alone (the shipped landscape).
 
 :func:`run_equal_epsilon_study` runs a study (:class:`dphypo.simulation.studies.StudyConfig` with ``epsilon``)
 whose every cell is on ``family.at(arm_sigma(...))`` for its own run count and C, c (:func:`cell_landscapes`; the
@@ -34,6 +38,7 @@ from functools import lru_cache
 from typing import Any
 
 from dphypo.privacy import CalibrationError, CalibrationResult, RunCountDistribution, SearchSpec, calibrate_sigma
+from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.search.execution import Executor
 from dphypo.simulation.family import LandscapeFamily, load_family
 from dphypo.simulation.studies import (
@@ -110,7 +115,7 @@ def arm_calibration(
     c: float,
     plan_metadata: Mapping[str, Any],
     *,
-    adaptive_theorem: str | None = None,
+    adaptive_theorem: str = "B",
 ) -> CalibrationResult:
     """:func:`arm_sigma` with the accountant's report at that σ (which bound won, its ε parts).
 
@@ -123,8 +128,7 @@ def arm_calibration(
     if not isinstance(run_count, RunCountDistribution):
         raise ValueError(f"run_count must be a RunCountDistribution, got {run_count!r}")
     search = SearchSpec(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)
-    if adaptive_theorem is not None and not isinstance(adaptive_theorem, str):
-        raise ValueError(f"adaptive_theorem must be a string or None, got {adaptive_theorem!r}")
+    check_adaptive_theorem(adaptive_theorem)
     plan = metadata_plan(plan_metadata)
     return _calibrate(epsilon, delta, search, plan, adaptive_theorem)
 
@@ -137,7 +141,7 @@ def arm_sigma(
     c: float,
     plan_metadata: Mapping[str, Any],
     *,
-    adaptive_theorem: str | None = None,
+    adaptive_theorem: str = "B",
 ) -> float:
     """The smallest σ (to 1e-4 relative, conservative side) at which this search costs total ``epsilon``.
 
@@ -153,7 +157,9 @@ def arm_sigma(
         c: Lower density-ratio bound (in (0, 1]).
         plan_metadata: The DP-SGD plan, e.g. :attr:`~dphypo.simulation.family.LandscapeFamily.plan_metadata`
             (:func:`metadata_plan`).
-        adaptive_theorem: The bound for C > c; ``None`` uses the accountant's default.
+        adaptive_theorem: The accounting (:func:`dphypo.privacy.account`): ``"B"`` (Theorem B; for a uniform search
+            also Theorem B at C = c = 1), ``"A"`` (Theorem A; Papernot-Steinke and the profile bounds for a uniform
+            search: the accounting of the shipped equal-ε studies) or ``"published"``.
 
     Returns:
         σ.
@@ -168,7 +174,7 @@ def arm_sigma(
 
 @lru_cache(maxsize=512)
 def _calibrate(
-    epsilon: float, delta: float, search: SearchSpec, plan: DPSGDPlan, adaptive_theorem: str | None
+    epsilon: float, delta: float, search: SearchSpec, plan: DPSGDPlan, adaptive_theorem: str
 ) -> CalibrationResult:
     def curve(sigma: float) -> Any:
         return dataclasses.replace(plan, sigma=sigma).rdp()
@@ -177,7 +183,7 @@ def _calibrate(
         # the very profile studies.arm_epsilon accounts the arm with (same discretisation, shared cache)
         return plan_profile(dataclasses.replace(plan, sigma=sigma))
 
-    options: dict[str, Any] = {} if adaptive_theorem is None else {"adaptive_theorem": adaptive_theorem}
+    options: dict[str, Any] = {"adaptive_theorem": adaptive_theorem}
     if not search.adaptive:
         options["profile_for_sigma"] = profile
     return calibrate_sigma(epsilon, delta, search, curve, **options)
@@ -218,7 +224,7 @@ def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]
             where = f"arm {arm.label!r} in setting {setting.label!r} ({setting.describe_runs()}, C={C:g}, c={c:g})"
             try:
                 calibration = arm_calibration(config.epsilon, config.delta, setting.run_count, C, c,
-                                              family.plan_metadata)
+                                              family.plan_metadata, adaptive_theorem=config.adaptive_theorem)
             except CalibrationError as err:
                 raise CalibrationError(f"{where}: {err}") from None
             try:

@@ -251,6 +251,10 @@ def load_family(paths: Sequence[str | os.PathLike[str]]) -> LandscapeFamily:
     if isinstance(paths, str | bytes | os.PathLike):
         raise ValueError(f"paths must be a sequence of landscape files, got the single path {paths!r}")
     paths = list(paths)
+    synthetic = [os.fspath(p) for p in paths if os.fspath(p).startswith("synthetic:")]
+    if synthetic:  # a synthetic landscape has no σ, so it cannot be a member of a family over σ
+        raise ValueError(f"a landscape family needs real landscape files built at different σ (dphypo landscape "
+                         f"build --sigma ...); {synthetic[0]!r} is synthetic and has no σ")
     members = tuple(load_landscape(p) for p in paths)
     try:
         return LandscapeFamily(members)

@@ -140,8 +140,9 @@ class Landscape:
         for key, array in (("mean", mean), ("std", std)):
             if array.shape != shape:
                 raise ValueError(f"{key} must have the grid shape {shape} (axis lengths), got {array.shape}")
-            if not np.all(np.isfinite(array)):
-                raise ValueError(f"{key} must be finite, got {int(np.sum(~np.isfinite(array)))} non-finite")
+            if not np.all(np.isfinite(array)):  # quoted: the array's name, never an option's (cf. --mean)
+                raise ValueError(f"the landscape's {key!r} array must be finite, got "
+                                 f"{int(np.sum(~np.isfinite(array)))} non-finite values")
         if np.any(std < 0):
             raise ValueError(f"std must be >= 0 everywhere, got min {float(std.min())!r}")
         if self.direction not in DIRECTIONS:

@@ -40,6 +40,7 @@ import numpy as np
 from scipy import stats
 
 from dphypo.privacy import CalibrationError, RunCountDistribution, SearchSpec, make_run_count
+from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.search.execution import Executor, executor_scope
 from dphypo.simulation.equal_epsilon import arm_calibration, check_positive
 from dphypo.simulation.family import LandscapeFamily
@@ -192,7 +193,7 @@ class PlanRow:
         sigma: The calibrated σ (``None`` when unreachable).
         sigma_tolerance: The calibration's tolerance on σ (conservative side), or ``None``.
         epsilon: Total ε accounted at ``sigma`` (≤ the target), or ``None``.
-        method: The bound that gave ``epsilon`` (e.g. ``"profile-tnb"``, ``"rdp-theorem-a"``), or ``None``.
+        method: The bound that gave ``epsilon`` (e.g. ``"profile-tnb"``, ``"rdp-theorem-b"``), or ``None``.
         theorem: The theorem behind ``epsilon``, or ``None``.
         seed: The study seed of the simulated repeats.
         mean: Mean true value of the released point over the repeats (``None`` unless ``"ok"``).
@@ -364,6 +365,7 @@ class PlanResult:
         best_value: The best mean on the family's least noisy member (an upper reference, no search reaches it).
         rows: One row per candidate, in candidate order.
         seconds: Wall time of the plan.
+        adaptive_theorem: The accounting every candidate was calibrated with (:func:`plan_search`).
     """
 
     epsilon: float
@@ -374,6 +376,7 @@ class PlanResult:
     best_value: float
     rows: tuple[PlanRow, ...]
     seconds: float = 0.0
+    adaptive_theorem: str = "B"
 
     @property
     def ranked(self) -> tuple[PlanRow, ...]:
@@ -432,7 +435,8 @@ class PlanResult:
         best, second, diff = self.best, self.runner_up, self.difference
         return {
             "epsilon": self.epsilon, "delta": self.delta, "repeats": self.repeats, "seed": self.seed,
-            "family_sigmas": list(self.family_sigmas), "best_value": finite_or_none(self.best_value),
+            "adaptive_theorem": self.adaptive_theorem, "family_sigmas": list(self.family_sigmas),
+            "best_value": finite_or_none(self.best_value),
             "seconds": self.seconds,
             "rows": [r.to_dict() for r in self.rows],
             "best": None if best is None else best.candidate.name,
@@ -449,12 +453,14 @@ class PlanResult:
 
 
 def _calibrated_row(
-    family: LandscapeFamily, epsilon: float, delta: float, candidate: PlanCandidate, seed: int
+    family: LandscapeFamily, epsilon: float, delta: float, candidate: PlanCandidate, seed: int,
+    adaptive_theorem: str = "B",
 ) -> PlanRow:
     """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
     C, c = candidate.bounds
     try:
-        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.plan_metadata)
+        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.plan_metadata,
+                                      adaptive_theorem=adaptive_theorem)
     except CalibrationError as err:
         return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
     report = calibration.report
@@ -479,6 +485,7 @@ def plan_search(
     workers: int | None = None,
     executor: Executor | str | None = None,
     progress: Callable[[PlanRow], None] | None = None,
+    adaptive_theorem: str = "B",
 ) -> PlanResult:
     """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
 
@@ -498,6 +505,9 @@ def plan_search(
         executor: Where the searches run (:func:`dphypo.search.execution.executor_scope`); results do not depend
             on it.
         progress: Called with every finished row (calibrated-only rows included), in candidate order.
+        adaptive_theorem: The accounting every candidate is calibrated with, named explicitly and recorded
+            (:func:`dphypo.simulation.equal_epsilon.arm_calibration`: ``"B"``, or ``"A"`` as in the shipped plans
+            of docs/studies/, whose rows also name their method and theorem).
 
     Returns:
         One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
@@ -526,7 +536,8 @@ def plan_search(
         raise ValueError(f"candidates must be distinct (label, run count) pairs, got {[x.name for x in candidates]}")
     start = time.perf_counter()
     # Every σ first: an unreachable or out-of-range candidate is known before the first simulated search.
-    calibrated = [_calibrated_row(family, epsilon, delta, x, seed) for x in candidates]
+    check_adaptive_theorem(adaptive_theorem)
+    calibrated = [_calibrated_row(family, epsilon, delta, x, seed, adaptive_theorem) for x in candidates]
     rows: list[PlanRow] = []
     with executor_scope(executor, workers=workers) as pool:
         for row in calibrated:
@@ -536,7 +547,7 @@ def plan_search(
             if progress is not None:
                 progress(row)
     return PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
-                      time.perf_counter() - start)
+                      time.perf_counter() - start, adaptive_theorem)
 
 
 def _simulated(

@@ -20,7 +20,7 @@ executor or the number of workers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -177,6 +177,7 @@ def simulate(
     engine: Engine = "batched",
     batch: int = 256,
     executor: Executor | str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[ArmResult]:
     """Many independent simulated searches per strategy.
 
@@ -202,6 +203,7 @@ def simulate(
         executor: Where the work runs: an :class:`~dphypo.search.execution.Executor` (left open),
             ``"sequential"``, ``"process"`` or ``"ray"`` (created with ``workers`` and closed here), or ``None``: a
             local process pool of ``workers``. The values are the same with every executor.
+        progress: Called with the number of searches finished since the last call (counts only).
 
     Returns:
         One :class:`ArmResult` per strategy.
@@ -218,10 +220,10 @@ def simulate(
             kwargs: dict[str, Any] = dict(T=T, run_count=run_count, C=bound_C, c=bound_c, seed=seed)
             if engine == "batched":
                 values = simulate_batched(
-                    landscape, strategy, repeats=repeats, batch=batch, executor=spread, **kwargs
+                    landscape, strategy, repeats=repeats, batch=batch, executor=spread, progress=progress, **kwargs
                 )
             else:
-                values = _simulate_sequential(landscape, strategy, repeats, kwargs, spread)
+                values = _simulate_sequential(landscape, strategy, repeats, kwargs, spread, progress)
             mean, ci = mean_ci95(values)
             description = None if run_count is None else repr(run_count)
             results.append(ArmResult(strategy.name, T, description, mean, ci, repeats, values))
@@ -229,9 +231,11 @@ def simulate(
 
 
 def _simulate_sequential(
-    landscape: Landscape, strategy: Strategy, repeats: int, kwargs: dict, executor: Executor
+    landscape: Landscape, strategy: Strategy, repeats: int, kwargs: dict, executor: Executor,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Values of ``repeats`` :func:`simulate_once` calls, in chunks spread by ``executor`` (shape ``(repeats,)``)."""
     size = max(1, repeats // (4 * executor.workers))  # about 4 chunks per worker: balance vs per-item overhead
     jobs = [(landscape, strategy, kwargs, range(s, min(s + size, repeats))) for s in range(0, repeats, size)]
-    return np.concatenate(executor.run(_simulate_chunk, jobs))
+    on_result = None if progress is None else lambda _, values: progress(len(values))
+    return np.concatenate(executor.run(_simulate_chunk, jobs, on_result=on_result))

@@ -50,7 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dphypo.privacy import RunCountDistribution, SearchSpec, TruncatedNegativeBinomial, account
+from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.search.execution import Executor, executor_scope
+from dphypo.search.limits import check_expected_runs, check_runs
 from dphypo.simulation.landscapes import Landscape
 from dphypo.simulation.simulate import ENGINES, ArmResult, Engine, mean_ci95, simulate
 from dphypo.simulation.synthetic import resolve_landscape
@@ -64,7 +66,7 @@ __all__ = [
     "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "CellLandscape", "Setting",
     "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "cell_bounds", "cell_strategy",
     "derives_lower_bound", "finite_or_none", "fixed_T_settings", "landscape_plan", "parse_T_values",
-    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study", "strategy_config",
+    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study", "strategy_config", "study_searches",
 ]
 
 #: What a fixed-T cell shows instead of ε: fixed T is a research mode with no privacy theorem.
@@ -207,6 +209,10 @@ class StudyConfig:
         epsilon: Equal-ε study: the total ε every cell's search costs (each cell runs on its arm's family at the
             σ calibrated for it, module docstring); every arm's landscape must then be a family and every setting
             a run count. ``None``: every cell runs on its arm's landscape as it is.
+        adaptive_theorem: The accounting of every cell, named explicitly and recorded (:func:`dphypo.privacy.account`):
+            ``"B"`` (Theorem B for C > c, and Theorem B at C = c = 1 for uniform arms), ``"A"`` (Theorem A;
+            Papernot-Steinke and the profile bounds for uniform arms: the accounting the shipped studies in
+            docs/studies/ were calibrated and accounted with) or ``"published"``.
     """
 
     name: str
@@ -219,8 +225,10 @@ class StudyConfig:
     batch: int = 256
     workers: int | None = None
     epsilon: float | None = None
+    adaptive_theorem: str = "B"
 
     def __post_init__(self) -> None:
+        check_adaptive_theorem(self.adaptive_theorem)
         if not self.settings or not self.arms:
             raise ValueError("settings and arms must both be non-empty")
         for name, objects in (("settings", self.settings), ("arms", self.arms)):
@@ -265,6 +273,7 @@ class StudyConfig:
         return {
             "name": self.name, "repeats": self.repeats, "seed": self.seed, "delta": self.delta,
             "engine": self.engine, "batch": self.batch, "workers": self.workers, "epsilon": self.epsilon,
+            "adaptive_theorem": self.adaptive_theorem,
             "arms": [{"label": a.label, "strategy": a.strategy.name, "landscape": _landscape_json(a.landscape),
                       "config": strategy_config(a.strategy)} for a in self.arms],
             "settings": [{"label": s.label, "T": s.T, "runs": None if s.T is not None else s.describe_runs(),
@@ -468,11 +477,16 @@ def parse_T_values(text: str) -> tuple[int, ...]:
     try:
         if ".." in text:
             low, high = (int(part) for part in text.split(".."))
+            check_runs(high, "fixed T")  # before the range is built
             values = list(range(low, high + 1))
         else:
             values = [int(part) for part in text.split(",")]
     except ValueError as exc:
+        if "fixed T" in str(exc):
+            raise
         raise ValueError(f"fixed T must be N, LOW..HIGH or a comma list of integers, got {text!r}") from exc
+    if values:
+        check_runs(max(values), "fixed T")
     if not values or min(values) < 1 or sorted(set(values)) != values:
         raise ValueError(f"fixed T values must be strictly increasing integers >= 1, got {text!r}")
     return tuple(values)
@@ -502,6 +516,7 @@ def run_count_settings(
     overrides = adaptive_repeats or {}
     rows = []
     for rc in run_counts:
+        check_expected_runs(rc)
         for C, c in bounds:
             parts = []
             if len(run_counts) > 1:
@@ -582,15 +597,15 @@ def plan_profile(plan: DPSGDPlan) -> PldProfile | ProfileSkipped:
 
 
 @lru_cache(maxsize=256)
-def _search_epsilon(plan: DPSGDPlan, search: SearchSpec, delta: float) -> float:
+def _search_epsilon(plan: DPSGDPlan, search: SearchSpec, delta: float, adaptive_theorem: str) -> float:
     # Profile bounds are proven for uniform searches only (Koskela, Redberg & Wang 2024); the accountant ignores
     # a profile for C > c, so not building one there saves the PLD.
     profile = None if search.adaptive else plan_profile(plan)
-    return float(account(plan.rdp(), search, delta, profile=profile).epsilon)
+    return float(account(plan.rdp(), search, delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon)
 
 
 def arm_epsilon(
-    landscape: Landscape, setting: Setting, C: float, c: float, delta: float
+    landscape: Landscape, setting: Setting, C: float, c: float, delta: float, *, adaptive_theorem: str = "B"
 ) -> tuple[float | None, str]:
     """Total ε of the search one cell simulates, by :func:`dphypo.privacy.account`.
 
@@ -604,6 +619,7 @@ def arm_epsilon(
         C: Upper bound of the arm (1 for uniform search).
         c: Lower bound of the arm.
         delta: δ ∈ (0, 1).
+        adaptive_theorem: The accounting, named explicitly (:attr:`StudyConfig.adaptive_theorem`).
 
     Returns:
         ``(epsilon, note)``: ε, or ``None`` with the reason there is no claim.
@@ -613,7 +629,8 @@ def arm_epsilon(
     plan = landscape_plan(landscape)
     if plan is None:
         return None, "landscape metadata has no DP-SGD plan with a score release (e.g. synthetic)"
-    return _search_epsilon(plan, SearchSpec(setting.run_count, C, c), delta), ""
+    check_adaptive_theorem(adaptive_theorem)
+    return _search_epsilon(plan, SearchSpec(setting.run_count, C, c), delta, adaptive_theorem), ""
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -669,6 +686,7 @@ def run_study(
     progress: Callable[[Cell], None] | None = None,
     executor: Executor | str | None = None,
     landscapes: Mapping[tuple[str, str], CellLandscape] | None = None,
+    searches_done: Callable[[int], None] | None = None,
 ) -> StudyResult:
     """Simulate every cell of a study and account its ε.
 
@@ -686,6 +704,8 @@ def run_study(
         landscapes: Every cell's landscape by (setting label, arm label); default :func:`arm_landscapes`. An
             equal-ε study needs :func:`dphypo.simulation.equal_epsilon.cell_landscapes` (or run it with
             :func:`dphypo.simulation.equal_epsilon.run_equal_epsilon_study`), which calibrates every cell first.
+        searches_done: Called with the number of simulated searches finished since the last call; they add up
+            to :func:`study_searches` (a progress bar's total).
 
     Returns:
         The result.
@@ -695,12 +715,23 @@ def run_study(
     if missing:
         raise ValueError(f"landscapes lacks the cells {missing}")
     with executor_scope(executor, workers=config.workers) as pool:
-        return _run_study(config, progress, pool, cells)
+        return _run_study(config, progress, pool, cells, searches_done)
+
+
+def _cell_repeats(config: StudyConfig, setting: Setting, arm: ArmSpec) -> int:
+    """Simulated searches of one cell (the setting's override for adaptive arms, else the study's)."""
+    override = setting.adaptive_repeats if arm.adaptive else None
+    return config.repeats if override is None else override
+
+
+def study_searches(config: StudyConfig) -> int:
+    """Simulated searches a study runs in all (cells reusing an earlier result count as done at once)."""
+    return sum(_cell_repeats(config, setting, arm) for setting in config.settings for arm in config.arms)
 
 
 def _run_study(
     config: StudyConfig, progress: Callable[[Cell], None] | None, executor: Executor,
-    landscapes: dict[tuple[str, str], CellLandscape],
+    landscapes: dict[tuple[str, str], CellLandscape], searches_done: Callable[[int], None] | None = None,
 ) -> StudyResult:
     start = time.perf_counter()
     done: dict[tuple[str, str, int | None, str, float, float, int], ArmResult] = {}
@@ -709,8 +740,7 @@ def _run_study(
         for arm in config.arms:
             strategy = cell_strategy(setting, arm)  # its own (C, c): projected onto, accounted and reported
             C, c = density_bounds(strategy)
-            override = setting.adaptive_repeats if arm.adaptive else None
-            repeats = config.repeats if override is None else override
+            repeats = _cell_repeats(config, setting, arm)
             cell_land = landscapes[(setting.label, arm.label)]
             land = cell_land.landscape
             key = (arm.label, cell_land.key, setting.T, repr(setting.run_count), C, c, repeats)
@@ -720,10 +750,12 @@ def _run_study(
                 result = simulate(land, [strategy], repeats=repeats, T=setting.T,
                                   run_count=setting.run_count, C=C, c=c, seed=config.seed,
                                   workers=config.workers, engine=config.engine,
-                                  batch=config.batch, executor=executor)[0]
+                                  batch=config.batch, executor=executor, progress=searches_done)[0]
                 done[key] = result
+            elif searches_done is not None:  # reused (or 0 repeats): done at once
+                searches_done(repeats)
             seconds = time.perf_counter() - tick
-            epsilon, note = arm_epsilon(land, setting, C, c, config.delta)
+            epsilon, note = arm_epsilon(land, setting, C, c, config.delta, adaptive_theorem=config.adaptive_theorem)
             if config.epsilon is not None and (epsilon is None or epsilon > config.epsilon):
                 # arm_calibration verified ε ≤ target under this very accounting; anything else is a bug
                 raise RuntimeError(f"arm {arm.label!r} in setting {setting.label!r} was calibrated for total "

@@ -8,9 +8,11 @@ Pure numpy; no torch.
 from __future__ import annotations
 
 from dphypo.space.axes import Axis, Choice, Float, Grid, Int, LogFloat, clean_values
+from dphypo.space.parsing import MAX_AXIS_VALUES, parse_grid
 from dphypo.space.search_space import MAX_GRID_SIZE, PriorSpec, SearchSpace
 
 __all__ = [
+    "MAX_AXIS_VALUES",
     "MAX_GRID_SIZE",
     "Axis",
     "Choice",
@@ -21,4 +23,5 @@ __all__ = [
     "PriorSpec",
     "SearchSpace",
     "clean_values",
+    "parse_grid",
 ]

@@ -10,6 +10,8 @@ Pure numpy; no torch.
 
 from __future__ import annotations
 
+import decimal
+import hashlib
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -18,12 +20,17 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from dphypo.space.axes import AXIS_TYPES, Axis, Choice, Grid, _integer, _readonly
+from dphypo.space.axes import AXIS_TYPES, Axis, Choice, Float, Grid, Int, LogFloat, _integer, _readonly
+from dphypo.space.parsing import MAX_AXIS_VALUES
 
-__all__ = ["MAX_GRID_SIZE", "PriorSpec", "SearchSpace"]
+__all__ = ["DEFAULT_OPTUNA_POINTS", "MAX_GRID_SIZE", "PriorSpec", "SearchSpace"]
 
 #: Largest grid a SearchSpace accepts; densities are dense float64 vectors over the grid.
 MAX_GRID_SIZE = 10_000_000
+
+#: Values a continuous Optuna distribution is discretised to by :meth:`SearchSpace.from_optuna` (per-axis
+#: override: ``points={name: k}``).
+DEFAULT_OPTUNA_POINTS = 16
 
 #: A prior: None (uniform), an array shaped like the grid or flat ``(n,)``, or ``params -> weight``.
 PriorSpec: TypeAlias = np.ndarray | Sequence[float] | Callable[[dict[str, Any]], float] | None
@@ -113,6 +120,22 @@ class SearchSpace:
         prior = "uniform" if self._uniform_prior else "custom"
         return f"SearchSpace({axes}; shape={self.shape}, size={self.size}, prior={prior})"
 
+    def describe(self) -> dict[str, Any]:
+        """The exact, JSON-ready identity of the space (every axis value, and the prior's digest).
+
+        Unlike ``repr`` it abridges nothing, so two spaces with the same description are the same space; a
+        journal seals it.
+
+        Returns:
+            ``{"axes": {name: {"type", "scale", "values"}}, "prior": "uniform" | {"sha256"}}``.
+        """
+        axes = {name: {"type": type(axis).__name__, "scale": axis.scale, "values": list(axis.values)}
+                for name, axis in self._axes.items()}
+        if self._uniform_prior:
+            return {"axes": axes, "prior": "uniform"}
+        digest = hashlib.sha256(np.ascontiguousarray(self._prior, dtype=np.float64).tobytes()).hexdigest()
+        return {"axes": axes, "prior": {"sha256": digest}}
+
     # -- constructors --------------------------------------------------------------------------------------
     @classmethod
     def from_grid(
@@ -144,6 +167,64 @@ class SearchSpace:
                     axes[name] = Grid(tuple(np.asarray(values).tolist()), scale=str(scale))  # type: ignore
             except (TypeError, ValueError) as err:
                 raise type(err)(f"axis {name!r}: {err}") from err
+        return cls(axes, prior=prior)
+
+    @classmethod
+    def from_optuna(
+        cls,
+        distributions: Mapping[str, Any],
+        *,
+        points: int | Mapping[str, int] = DEFAULT_OPTUNA_POINTS,
+        prior: PriorSpec = None,
+    ) -> SearchSpace:
+        """Build a space from Optuna distributions (what ``trial.suggest_*`` declares), name by name.
+
+        DP-HyPO samples a finite grid (every density is a vector over it), so each distribution becomes an axis:
+
+        * ``FloatDistribution(low, high, log=True)`` (legacy ``LogUniformDistribution``) → :class:`LogFloat`
+          with ``points`` values; without ``log`` (legacy ``UniformDistribution``) → :class:`Float`;
+        * ``FloatDistribution(low, high, step=s)`` (legacy ``DiscreteUniformDistribution(q=s)``) → a linear
+          :class:`Grid` of exactly ``low, low + s, ..., high``;
+        * ``IntDistribution(low, high, step=s, log=...)`` (legacy ``IntUniformDistribution``,
+          ``IntLogUniformDistribution``) → :class:`Int` with every value of the range;
+        * ``CategoricalDistribution(choices)`` → :class:`Choice` in the order given;
+        * a distribution with a single value (``low == high``) → ``Choice((low,))``; a dphypo axis is kept as is.
+
+        Distributions are recognised by their class names and attributes (``low``, ``high``, ``log``, ``step``,
+        ``q``, ``choices``): this layer never imports Optuna.
+
+        Args:
+            distributions: name → Optuna distribution (or dphypo axis); its order fixes the grid order.
+            points: Values of each *continuous* distribution (≥ 2, at most ``MAX_AXIS_VALUES``), or a mapping
+                name → values overriding the default (:data:`DEFAULT_OPTUNA_POINTS`) for the continuous
+                distributions it names. A stepped, integer or categorical distribution keeps its exact values.
+            prior: As in :class:`SearchSpace`.
+
+        Returns:
+            The search space.
+
+        Raises:
+            ValueError: An unknown distribution, ``points`` naming a parameter that is not continuous (or not
+                there), or a stepped/integer distribution with more than ``MAX_AXIS_VALUES`` values (one line
+                naming the parameter).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> class FloatDistribution(SimpleNamespace): ...  # stands in for optuna.distributions's class
+            >>> space = SearchSpace.from_optuna(
+            ...     {"lr": FloatDistribution(low=1e-3, high=1e-1, log=True, step=None)}, points={"lr": 3})
+            >>> space.axes["lr"]
+            LogFloat(low=0.001, high=0.1, num=3)
+        """
+        if not isinstance(distributions, Mapping):
+            raise TypeError(f"distributions must be a mapping from name to Optuna distribution, got {distributions!r}")
+        per_axis = _optuna_points(points, distributions)
+        axes: dict[str, Axis] = {}
+        for name, distribution in distributions.items():
+            try:
+                axes[name] = _axis_from_optuna(name, distribution, per_axis.get(name))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"distributions[{name!r}]: {err}") from err
         return cls(axes, prior=prior)
 
     # -- structure -----------------------------------------------------------------------------------------
@@ -275,3 +356,122 @@ class SearchSpace:
         if not math.isfinite(total):
             raise ValueError("prior weights overflow when summed; rescale them")
         return weights / total
+
+
+# -- Optuna distributions (duck-typed: this layer never imports optuna) ----------------------------------------
+_OPTUNA_FLOATS = frozenset({"FloatDistribution", "UniformDistribution", "LogUniformDistribution",
+                            "DiscreteUniformDistribution"})
+_OPTUNA_INTS = frozenset({"IntDistribution", "IntUniformDistribution", "IntLogUniformDistribution"})
+_OPTUNA_LOG = frozenset({"LogUniformDistribution", "IntLogUniformDistribution"})
+_OPTUNA_KNOWN = "FloatDistribution, IntDistribution, CategoricalDistribution (or a legacy Uniform/LogUniform/" \
+                "DiscreteUniform/IntUniform/IntLogUniformDistribution) or a dphypo axis"
+
+
+def _optuna_points(points: int | Mapping[str, int], distributions: Mapping[str, Any]) -> dict[str, int | None]:
+    """Per parameter: the number of values of a continuous distribution, ``None`` where ``points`` has no say."""
+    if isinstance(points, Mapping):
+        default, given = DEFAULT_OPTUNA_POINTS, dict(points)
+        unknown = [name for name in given if name not in distributions]
+        if unknown:
+            raise ValueError(f"points names {unknown[0]!r}, which is not one of the distributions "
+                             f"{list(distributions)}")
+    else:
+        default, given = points, {}
+    result: dict[str, int | None] = {}
+    for name, distribution in distributions.items():
+        k = given.get(name, default)
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 2 <= k <= MAX_AXIS_VALUES:
+            what = f"points[{name!r}]" if name in given else "points"
+            raise ValueError(f"{what} must be an integer in [2, {MAX_AXIS_VALUES}], got {k!r}")
+        continuous = _optuna_kind(distribution) == "float" and _optuna_step(distribution) is None
+        if name in given and not continuous:
+            raise ValueError(f"points[{name!r}] applies to a continuous distribution only; {name!r} is "
+                             f"{type(distribution).__name__}, whose values are exact")
+        result[name] = int(k) if continuous else None
+    return result
+
+
+def _optuna_kind(distribution: Any) -> str | None:
+    """``"float"``, ``"int"``, ``"categorical"`` or ``"axis"`` by the class names of ``distribution`` (MRO)."""
+    if isinstance(distribution, AXIS_TYPES):
+        return "axis"
+    names = {klass.__name__ for klass in type(distribution).__mro__}
+    if names & _OPTUNA_FLOATS:
+        return "float"
+    if names & _OPTUNA_INTS:
+        return "int"
+    if "CategoricalDistribution" in names:
+        return "categorical"
+    return None
+
+
+def _optuna_step(distribution: Any) -> Any:
+    """The distribution's step (legacy ``q``), ``None`` for a continuous one."""
+    step = getattr(distribution, "step", None)
+    return getattr(distribution, "q", None) if step is None else step
+
+
+def _optuna_log(distribution: Any) -> bool:
+    names = {klass.__name__ for klass in type(distribution).__mro__}
+    return bool(getattr(distribution, "log", bool(names & _OPTUNA_LOG)))
+
+
+def _axis_from_optuna(name: str, distribution: Any, points: int | None) -> Axis:
+    """The dphypo axis of one Optuna distribution (see :meth:`SearchSpace.from_optuna`)."""
+    kind = _optuna_kind(distribution)
+    if kind == "axis":
+        return distribution
+    if kind == "categorical":
+        choices = getattr(distribution, "choices", None)
+        if isinstance(choices, str | bytes) or not isinstance(choices, Sequence):
+            raise ValueError(f"{type(distribution).__name__} has no sequence of choices")
+        return Choice(tuple(choices))
+    if kind is None or not (hasattr(distribution, "low") and hasattr(distribution, "high")):
+        raise ValueError(f"unsupported distribution {type(distribution).__name__}; expected {_OPTUNA_KNOWN}")
+    low, high, log, step = distribution.low, distribution.high, _optuna_log(distribution), _optuna_step(distribution)
+    if kind == "int":
+        return _int_axis(name, low, high, 1 if step is None else step, log)
+    if step is not None:
+        if log:
+            raise ValueError("a float distribution cannot have both log=True and a step")
+        return _stepped_axis(low, high, step)
+    if low == high:
+        return Choice((float(low),))
+    return (LogFloat if log else Float)(low, high, points if points is not None else DEFAULT_OPTUNA_POINTS)
+
+
+def _integral(value: Any, what: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return _integer(value, what)
+
+
+def _int_axis(name: str, low: Any, high: Any, step: Any, log: bool) -> Axis:
+    lo, hi, s = _integral(low, "low"), _integral(high, "high"), _integral(step, "step")
+    if s < 1:
+        raise ValueError(f"step must be >= 1, got {s}")
+    if hi < lo:
+        raise ValueError(f"low must be <= high, got low={lo}, high={hi}")
+    count = (hi - lo) // s + 1  # Optuna's own rounding: high becomes the last value of the lattice
+    if count > MAX_AXIS_VALUES:
+        raise ValueError(f"the integer range {lo}..{hi} (step {s}) has {count} values; at most {MAX_AXIS_VALUES} "
+                         f"per axis (use a larger step, or pass a dphypo axis for {name!r})")
+    if count == 1:
+        return Choice((lo,))
+    return Int(lo, lo + (count - 1) * s, s, log=log)
+
+
+def _stepped_axis(low: Any, high: Any, step: Any) -> Axis:
+    """The exact lattice ``low, low + step, ..., ≤ high``, in decimal arithmetic (0.1 · 3 is 0.3, not 0.30…04)."""
+    try:
+        lo, hi, s = (decimal.Decimal(repr(float(v))) for v in (low, high, step))
+    except (TypeError, ValueError, decimal.InvalidOperation):
+        raise ValueError(f"low, high and step must be finite numbers, got {low!r}, {high!r}, {step!r}") from None
+    if not (lo.is_finite() and hi.is_finite() and s.is_finite()) or s <= 0 or hi < lo:
+        raise ValueError(f"needs finite low <= high and step > 0, got low={low!r}, high={high!r}, step={step!r}")
+    if hi - lo >= s * MAX_AXIS_VALUES:  # refused before the exact count (a huge quotient overflows the context)
+        raise ValueError(f"low={low!r}..high={high!r} in steps of {step!r} has about {(hi - lo) / s + 1:.4g} "
+                         f"values; at most {MAX_AXIS_VALUES} per axis (use a larger step)")
+    count = int((hi - lo) // s) + 1
+    values = tuple(float(lo + k * s) for k in range(count))
+    return Choice(values) if count == 1 else Grid(values, scale="linear")

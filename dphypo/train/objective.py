@@ -25,13 +25,21 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from dphypo._threads import torch_threads
-from dphypo.search.records import DataFailure, PrivateScore, Run
+from dphypo.search.records import DataFailure, PrivateScore, Run, RunMisuse
+from dphypo.space import SearchSpace
 from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset
 from dphypo.train.models import check_model_for_dataset, default_model, make_model
 from dphypo.train.opacus import quiet_opacus
 from dphypo.train.plan import INIT_STREAM, SAMPLING_STREAM, DPSGDPlan, run_stream_seed
 
-__all__ = ["HYPERPARAMETERS", "OPTIMIZERS", "DPSGDObjective", "TrainedModel", "evaluate_accuracy"]
+__all__ = [
+    "HYPERPARAMETERS",
+    "OPTIMIZERS",
+    "DPSGDObjective",
+    "TrainedModel",
+    "check_dpsgd_space",
+    "evaluate_accuracy",
+]
 
 #: The hyperparameters :class:`DPSGDObjective` reads from ``params``: learning rate and clipping norm.
 HYPERPARAMETERS: tuple[str, ...] = ("lr", "clip")
@@ -369,13 +377,31 @@ class _PlannedBatches(Sampler[list[int]]):
             yield list(range(lo, hi))
 
 
+def check_dpsgd_space(space: SearchSpace) -> None:
+    """Refuse a space whose DP-SGD axes (``lr``, ``clip``) hold a value that is not a finite number > 0.
+
+    A learning rate or clipping norm ≤ 0 is no DP-SGD run at all (Opacus clips to a non-positive norm, a
+    released "clip -1" is meaningless), so it is refused before any data is read rather than found per run.
+
+    Raises:
+        ValueError: Naming the axis and the value.
+    """
+    for name in HYPERPARAMETERS:
+        axis = space.axes.get(name)
+        for value in () if axis is None else axis.values:
+            if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+                    and float(value) > 0):
+                what = "learning rate" if name == "lr" else "clipping norm"
+                raise ValueError(f"space axis {name!r} (the {what}) must hold finite numbers > 0, got {value!r}")
+
+
 def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
     missing = [k for k in HYPERPARAMETERS if k not in params]
     if missing:
-        raise ValueError(f"params must contain {', '.join(HYPERPARAMETERS)}; missing {', '.join(missing)}")
+        raise RunMisuse(f"params must contain {', '.join(HYPERPARAMETERS)}; missing {', '.join(missing)}")
     unknown = sorted(set(params) - set(HYPERPARAMETERS))
     if unknown:
-        raise ValueError(
+        raise RunMisuse(
             f"params has hyperparameters DPSGDObjective does not use: {', '.join(unknown)} "
             f"(it tunes only {', '.join(HYPERPARAMETERS)})"
         )
@@ -383,7 +409,7 @@ def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
     for name in HYPERPARAMETERS:
         value = params[name]
         if not (isinstance(value, numbers.Real) and math.isfinite(value) and float(value) > 0):
-            raise ValueError(f"params[{name!r}] must be a finite number > 0, got {value!r}")
+            raise RunMisuse(f"params[{name!r}] must be a finite number > 0, got {value!r}")
         values.append(float(value))
     return values[0], values[1]
 

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dphypo.privacy import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, gaussian_rdp
+from dphypo.privacy import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp
+from dphypo.privacy.dpsgd_run import RUN_PROFILE_DISCRETIZATION, dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
+from dphypo.search.records import RunMisuse
 from dphypo.train.opacus import attach_engine
 
 if TYPE_CHECKING:
@@ -159,15 +161,12 @@ class DPSGDPlan:
         """RDP of the DP-SGD training alone (Mironov, Talwar & Zhang 2019; via :func:`~dphypo.privacy.dpsgd_rdp`)."""
         return dpsgd_rdp(self.sigma, self.sample_rate, self.steps, orders=orders)
 
-    def profile(self, discretization: float = 1e-3) -> PldProfile:
+    def profile(self, discretization: float = RUN_PROFILE_DISCRETIZATION) -> PldProfile:
         """Privacy profile of one whole candidate run: DP-SGD training, then the noisy release of its score.
 
-        The DP-SGD PLD (:func:`~dphypo.privacy.profiles.dpsgd_profile`, add/remove, pessimistic) is composed with the
-        PLD of the Gaussian mechanism N(0, ``score_noise``²) on the count of correct validation predictions, whose
-        sensitivity under add/remove-one is 1 (one record changes the count by at most one). Sequential composition
-        is valid whatever record differs; the splits are disjoint, so a parallel-composition (max) profile would also
-        hold, but like :meth:`rdp` we keep the conservative sum. Without ``score_noise`` the profile is the
-        training's alone.
+        :func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile` (the one construction ``dphypo account`` and
+        ``dphypo calibrate`` use too): the DP-SGD PLD composed with the PLD of the Gaussian mechanism
+        N(0, ``score_noise``²) on the count of correct validation predictions (sensitivity 1 under add/remove-one).
 
         Args:
             discretization: PLD discretisation interval (both PLDs must share it to compose).
@@ -175,40 +174,17 @@ class DPSGDPlan:
         Returns:
             The profile.
         """
-        from dp_accounting import privacy_accountant
-        from dp_accounting.pld import privacy_loss_distribution
-
-        from dphypo.privacy.profiles import PldProfile, dpsgd_profile
-        from dphypo.privacy.rdp import mechanism_key
-
-        training = dpsgd_profile(self.sigma, self.sample_rate, self.steps, discretization=discretization)
-        if self.score_noise is None:
-            return training
-        score = privacy_loss_distribution.from_gaussian_mechanism(
-            standard_deviation=self.score_noise,
-            sensitivity=1.0,
-            pessimistic_estimate=True,
-            value_discretization_interval=training.discretization,  # coarser if the training PLD was capped
-            use_connect_dots=True,
-            neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-        )
-        score_mechanism = mechanism_key("Gaussian", sigma=self.score_noise, sensitivity=1.0)
-        return training.compose(
-            PldProfile(score, f"Gaussian score count (std={self.score_noise:g}, sensitivity 1)", score_mechanism)
-        )
+        return dpsgd_run_profile(self.sigma, self.sample_rate, self.steps, score_noise=self.score_noise,
+                                 discretization=discretization)
 
     def rdp(self, orders: Iterable[float] | None = None) -> RdpCurve:
         """RDP of one candidate run: DP-SGD training composed with the noisy score release.
 
-        ``ε(α) = ε_DPSGD(α) + α / (2 score_noise²)`` (Mironov 2017, Propositions 1 and 7; the count has
-        sensitivity 1). The training and validation splits are disjoint, so under add/remove-one the neighbouring
-        record touches only one of the two mechanisms and the maximum (parallel composition) would also be
-        valid; the sum is a conservative choice. Without ``score_noise`` this is :meth:`training_rdp`.
+        ``ε(α) = ε_DPSGD(α) + α / (2 score_noise²)`` (:func:`~dphypo.privacy.dpsgd_run.dpsgd_run_rdp`; Mironov
+        2017, Propositions 1 and 7; the count has sensitivity 1). Without ``score_noise`` this is
+        :meth:`training_rdp`.
         """
-        training = self.training_rdp(orders)
-        if self.score_noise is None:
-            return training
-        return compose(training, gaussian_rdp(self.score_noise, sensitivity=1.0, orders=orders))
+        return dpsgd_run_rdp(self.sigma, self.sample_rate, self.steps, score_noise=self.score_noise, orders=orders)
 
     # -- the RunPlan protocol (dphypo.search.plan): what the search core calls -----------------------------------
 
@@ -271,11 +247,22 @@ class DPSGDPlan:
         run.wrapped.append((wrapped, module))  # released as the plain nn.Module, never Opacus's wrapper
         return wrapped, optimizer, dp_loader
 
-    def check_budget(self, run: RunHandle) -> None:
+    def check_budget(self, run: RunHandle, *, finished: bool = False) -> None:
         """Raise :class:`BudgetExceeded` if any Opacus engine of ``run`` booked more than this plan.
 
         Each engine is checked on its own (:func:`check_budget`).
+
+        Args:
+            run: The run.
+            finished: The objective returned a score; the run must then have trained through
+                :meth:`make_private`, else :class:`~dphypo.search.records.RunMisuse` (the release would be
+                labelled with an ε its model never paid).
         """
+        if finished and not run.engines:
+            raise RunMisuse(
+                f"run {run.number} returned a score without training through run.make_private(...): its model "
+                "would be released under an epsilon it never paid; train with DP-SGD through run.make_private"
+            )
         for engine in run.engines:
             check_budget(engine, self)
 
@@ -386,10 +373,11 @@ def private_accuracy(correct: int, plan: DPSGDPlan, rng: np.random.Generator, *,
     Returns:
         The (noisy) accuracy.
     """
-    if not (isinstance(correct, numbers.Integral) and correct >= 0):
-        raise ValueError(f"correct must be a non-negative integer, got {correct!r}")
     if plan.n_val is None:
         raise ValueError("plan.n_val must be set to turn a count into an accuracy")
+    if not (isinstance(correct, numbers.Integral) and not isinstance(correct, bool) and 0 <= correct <= plan.n_val):
+        # a count outside [0, n_val] is a bug of the objective; releasing it would scale the score past 1
+        raise ValueError(f"correct must be an integer count in [0, n_val={plan.n_val}], got {correct!r}")
     noisy = float(correct) if plan.score_noise is None else float(correct) + rng.normal(0.0, plan.score_noise)
     accuracy = noisy / plan.n_val
     return min(max(accuracy, 0.0), 1.0) if clip else accuracy

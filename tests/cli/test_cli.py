@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,10 +45,11 @@ def test_account_forms_print_a_table_and_json(capsys, argv: str) -> None:
 
 def test_account_values(capsys) -> None:
     adaptive, tnb, poisson, pure = (_json(capsys, a) for a in ACCOUNT_FORMS)
-    # C > c: the proven Theorem A (docs/proofs/adaptive.md), 10.929; the published Theorem 1 (11.151) is opt-in.
-    assert adaptive["epsilon"] == pytest.approx(10.929, abs=0.01)
-    assert adaptive["method"] == "rdp-theorem-a" and set(adaptive["methods"]) == {"rdp-theorem-a"}  # no profile
-    assert adaptive["theorem"].startswith("Theorem A (docs/proofs/adaptive.md")
+    # C > c: the proven Theorem B (docs/proofs/adaptive.md, default), 9.275; Theorem A (10.929) and the published
+    # Theorem 1 (11.151) are opt-in.
+    assert adaptive["epsilon"] == pytest.approx(9.2747, abs=1e-3)
+    assert adaptive["method"] == "rdp-theorem-b" and set(adaptive["methods"]) == {"rdp-theorem-b"}  # no profile
+    assert adaptive["theorem"].startswith("Theorem B (docs/proofs/adaptive.md")
     assert adaptive["breakdown"]["adaptivity"] > 0
     # RDP values match dp_accounting's RepeatAndSelectDpEvent; the reported ε is the smallest valid bound.
     assert tnb["methods"]["rdp"] == pytest.approx(2.5436, rel=1e-3)
@@ -55,21 +57,23 @@ def test_account_values(capsys) -> None:
     for payload in (tnb, poisson):
         assert payload["epsilon"] == min(payload["methods"].values())
         assert payload["methods"][payload["method"]] == payload["epsilon"]
-    assert tnb["method"] == "profile-tnb" and tnb["epsilon"] < tnb["methods"]["rdp"]
+    # TNB: Theorem B at C = c = 1 (2.012) beats the profile bound (2.032) and Papernot-Steinke (2.544) here
+    assert tnb["method"] == "rdp-theorem-b" and tnb["epsilon"] < tnb["methods"]["profile-tnb"] < tnb["methods"]["rdp"]
+    assert "rdp-theorem-b" not in poisson["methods"]  # Theorem B is proven for TNB T only
     # Theorem A-infinity: 1 + log(C/c) + 1.5 log((γ + (1−γ)C)/(γ + (1−γ)c/e)) = 3.8765 (published Thm 2: 4.0715)
     assert pure["epsilon"] == pytest.approx(3.876461770178514, rel=1e-9)
     assert pure["delta"] == 0.0 and pure["theorem"].startswith("Theorem A-infinity")
     assert pure["method"] == "pure-dp-theorem-a" and pure["methods"] == {"pure-dp-theorem-a": pure["epsilon"]}
 
 
-def test_account_published_theorem_is_opt_in(capsys) -> None:
+def test_account_theorem_a_and_the_published_theorem_are_opt_in(capsys) -> None:
     adaptive = _json(capsys, ACCOUNT_FORMS[0] + " --adaptive-theorem published")
     assert adaptive["epsilon"] == pytest.approx(11.15, abs=0.01)  # DP-HyPO Theorem 1 as printed
     assert adaptive["method"] == "rdp-published-thm1" and "known gap" in adaptive["theorem"]
     pure = _json(capsys, ACCOUNT_FORMS[3] + " --adaptive-theorem published")
     assert pure["epsilon"] == pytest.approx(2.5 * (1 + 0.6286086594223742), rel=1e-9)
-    sharper = _json(capsys, ACCOUNT_FORMS[0] + " --adaptive-theorem B")  # proven numerical sharpening, opt-in
-    assert sharper["method"] == "rdp-theorem-b" and sharper["epsilon"] == pytest.approx(9.298, abs=0.01)
+    closed_form = _json(capsys, ACCOUNT_FORMS[0] + " --adaptive-theorem A")
+    assert closed_form["method"] == "rdp-theorem-a" and closed_form["epsilon"] == pytest.approx(10.929, abs=0.01)
     assert run([*ACCOUNT_FORMS[0].split(), "--adaptive-theorem", "paper"]) == 2
     assert "--adaptive-theorem must be one of" in capsys.readouterr().err
 
@@ -85,7 +89,7 @@ def test_binomial_runs_are_uniform_only(capsys) -> None:
 def test_calibrate(capsys) -> None:
     payload = _json(capsys, CALIBRATE)
     assert payload["epsilon"] <= 8.0
-    assert payload["sigma"] == pytest.approx(0.8506, rel=1e-3)  # Theorem A (published Theorem 1: 0.8606)
+    assert payload["sigma"] == pytest.approx(0.7658, rel=1e-3)  # Theorem B (Theorem A: 0.8506, published: 0.8606)
     assert run(CALIBRATE.split()) == 0
     assert "σ" in capsys.readouterr().out
 
@@ -179,27 +183,79 @@ def test_piped_tables_are_never_cut(capsys) -> None:
 
 
 def test_piped_subprocess_output_is_not_cut() -> None:
-    argv = "account --sigma 0.71 --sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01"
+    argv = "account --sigma 0.71 --sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01 --C 2 --c 0.75"
     proc = subprocess.run([sys.executable, "-m", "dphypo", *argv.split()], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "COLUMNS": ""})
     assert proc.returncode == 0, proc.stderr
     assert "…" not in proc.stdout and "C = 2, c = 0.75" in proc.stdout
 
 
-def test_account_and_calibrate_default_to_the_gp_search_bounds(capsys) -> None:
-    # tune/simulate/plot run C = 2, c = 0.75 by default; account/calibrate describe that same search.
+def test_account_and_calibrate_default_to_tunes_uniform_search(capsys) -> None:
+    # dphypo tune searches uniformly by default; account/calibrate describe that same search unless told --C/--c.
     base = "--sigma 1 --sample-rate 0.0042667 --steps 2340"
     default = _json(capsys, f"account {base} --runs geometric --mean 10")
-    assert (default["C"], default["c"]) == (2.0, 0.75)
-    explicit = _json(capsys, f"account {base} --runs geometric --mean 10 --C 2 --c 0.75")
-    assert default["epsilon"] == explicit["epsilon"]
-    # Poisson and binomial T: only a uniform search may use them, so that is their default.
-    poisson = _json(capsys, f"account {base} --runs poisson --mean 10")
-    assert (poisson["C"], poisson["c"]) == (1.0, 1.0)
+    assert (default["C"], default["c"]) == (1.0, 1.0)
+    assert default["epsilon"] == _json(capsys, f"account {base} --runs geometric --mean 10 --C 1 --c 1")["epsilon"]
     calibrated = _json(capsys, "calibrate --epsilon 8 --sample-rate 0.0042667 --steps 2344 --runs geometric "
                                "--gamma 0.01")
-    assert (calibrated["C"], calibrated["c"]) == (2.0, 0.75)
-    assert calibrated["sigma"] == _json(capsys, CALIBRATE)["sigma"]
+    assert (calibrated["C"], calibrated["c"]) == (1.0, 1.0)
+    assert calibrated["sigma"] < _json(capsys, CALIBRATE)["sigma"]  # the adaptive search needs more noise
+
+
+def test_tune_account_and_calibrate_print_one_number(tmp_path, capsys) -> None:
+    # tune releases each run's score through a Gaussian: account and calibrate account the same run when told
+    # the score noise, so all three agree to the last digit (they used to print 7.925 beside tune's 7.999).
+    argv = "tune --epochs 2 --lr-grid 0.3,1 --clip-grid 1,2 --mean 3 --seed 1 --json --out".split()
+    assert run([*argv, str(tmp_path)]) == 0
+    tuned = json.loads(capsys.readouterr().out)["privacy"]
+    run_args = f"--sample-rate {tuned['sample_rate']!r} --steps {tuned['steps']} --runs geometric --mean 3"
+    score = "--score-noise-accuracy 0.02 --n-val 359"
+    calibrated = _json(capsys, f"calibrate --epsilon 8 {run_args} {score}")
+    assert calibrated["sigma"] == tuned["sigma"] and calibrated["epsilon"] == tuned["epsilon"]
+    accounted = _json(capsys, f"account --sigma {tuned['sigma']!r} {run_args} {score}")
+    assert accounted["epsilon"] == tuned["epsilon"] and accounted["method"] == tuned["method"]
+    counts = _json(capsys, f"account --sigma {tuned['sigma']!r} {run_args} --score-noise {0.02 * 359!r}")
+    assert counts["epsilon"] == tuned["epsilon"]
+    without = _json(capsys, f"account --sigma {tuned['sigma']!r} {run_args}")
+    assert without["epsilon"] < tuned["epsilon"]  # the score release costs something
+
+
+def test_calibrate_takes_the_adaptive_theorem_and_max_lost_like_account(capsys) -> None:
+    args = "--sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01 --C 2 --c 0.75"
+    for theorem in ("A", "published"):
+        calibrated = _json(capsys, f"calibrate --epsilon 10 {args} --adaptive-theorem {theorem}")
+        accounted = _json(capsys, f"account --sigma {calibrated['sigma']!r} {args} --adaptive-theorem {theorem}")
+        assert accounted["epsilon"] == calibrated["epsilon"] <= 10
+        assert accounted["method"] == calibrated["method"]
+    charged = _json(capsys, f"calibrate --epsilon 10 {args} --max-lost 1")
+    assert charged["charged_runs"] == 1 and charged["sigma"] > _json(capsys, f"calibrate --epsilon 10 {args}")["sigma"]
+
+
+def test_a_charged_release_names_and_breaks_down_the_bound_it_used(capsys) -> None:
+    # With --max-lost 1 the bound used may be RDP while the uncharged search's best was a profile: the report must
+    # name the one used, and its breakdown must add up to its total (it used to subtract two different bounds).
+    for sigma in ("0.9", "3"):
+        payload = _json(capsys, f"account --sigma {sigma} --sample-rate 0.0588 --steps 17 --runs geometric --mean 20 "
+                                "--score-noise 7.18 --max-lost 1")
+        parts = payload["breakdown"]
+        total = parts["one_run"] + parts["repetition"] + parts["adaptivity"] + parts["charged_runs"]
+        assert total == pytest.approx(payload["epsilon"], rel=1e-12)
+        assert payload["method"] == min(payload["methods"], key=payload["methods"].get)
+        if payload["method"].startswith("rdp"):
+            assert payload["theorem"].startswith(("Theorem B", "Papernot-Steinke", "DP-HyPO Theorem 1"))
+            assert "composed in RDP" in payload["theorem"]
+        else:
+            assert payload["method"].endswith("+basic") and "basic composition" in payload["theorem"]
+
+
+def test_account_builds_no_privacy_profile_for_an_adaptive_search(capsys, monkeypatch) -> None:
+    def no_profile(*args, **kwargs):
+        raise AssertionError("a PLD was built for an adaptive search, where no profile bound is proven")
+
+    monkeypatch.setattr("dphypo.cli.privacy.dpsgd_run_profile_or_skip", no_profile)
+    payload = _json(capsys, "account --sigma 0.71 --sample-rate 0.0042667 --steps 2344 --runs geometric --gamma 0.01 "
+                            "--C 2 --c 0.75")
+    assert payload["epsilon"] > 0
 
 
 def test_empty_landscape_file_is_an_error_not_an_abort(tmp_path, capsys) -> None:
@@ -246,3 +302,79 @@ def test_an_eof_inside_a_command_is_not_reported_as_ctrl_c(monkeypatch, capsys) 
     assert run(argv.split()) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unexpected end of input") and "aborted" not in err and err.count("\n") == 1
+
+
+# -- issue #20: what a user sees -----------------------------------------------------------------------------------
+def test_usage_lines_name_arguments_plainly_and_help_has_no_docstring_markup(capsys) -> None:
+    for command, argument in (("release", "JOURNAL"), ("plot", "KIND"), ("landscape", "ACTION")):
+        assert run([command, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert f"[OPTIONS] {argument}" in text and "{" + argument not in text
+        assert ":mod:" not in text and ":func:" not in text and "``" not in text
+
+
+def test_plan_exits_non_zero_when_no_candidate_can_run(capsys) -> None:
+    root = Path(__file__).resolve().parents[2] / "landscapes"
+    family = [f"--landscape={root / name}" for name in ("digits_mlp_sigma1.0.npz", "digits_mlp_sigma1.7673.npz")]
+    status = run(["plan", *family, "--epsilon", "0.01", "--repeats", "2", "--workers", "1"])
+    assert status == 1
+    assert "No candidate can run" in capsys.readouterr().out
+
+
+def test_an_interrupted_search_says_what_was_charged_and_how_to_resume(tmp_path) -> None:
+    from dphypo.cli.tune import interrupted_message
+    from dphypo.search.storage import SQLiteJournal
+
+    assert "no --journal" in interrupted_message(None, 0)
+    path = tmp_path / "j.db"
+    with SQLiteJournal.open(path) as journal:
+        journal.seal({"seed": 1}, 5)
+        journal.start_attempt(0, 0, {})  # in flight when Ctrl-C arrived: the loop charges it as an error
+        journal.finish_attempt(1, "error", note="stopped: KeyboardInterrupt")
+    covered = interrupted_message(str(path), 1)
+    assert "1 lost attempt(s)" in covered and f"--journal {path}" in covered and "resume" in covered
+    refused = interrupted_message(str(path), 0)
+    assert "cannot be resumed" in refused and "new journal" in refused
+
+
+def test_ctrl_c_during_tune_exits_130_with_the_explanation(tmp_path, capsys, monkeypatch) -> None:
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dphypo.api.tune", interrupted)
+    assert run(["tune", "--epochs", "1", "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("interrupted:") and "no --journal" in err[-1]
+
+
+def test_landscape_build_defaults_to_tunes_score_noise_and_replaces_a_file_only_with_force(tmp_path, capsys,
+                                                                                         monkeypatch) -> None:
+    from dphypo.simulation.synthetic import synthetic_landscape
+
+    built: list = []
+
+    def fake_build(spec, path, **kwargs):
+        built.append(spec)
+        return synthetic_landscape("smooth")
+
+    monkeypatch.setattr("dphypo.simulation.builder.build_landscape", fake_build)
+    out = tmp_path / "member.npz"
+    assert run(["landscape", "build", "--out", str(out)]) == 0
+    # tune's --score-noise-accuracy default: a family built with the defaults is one `simulate --epsilon` can use
+    assert built[-1].score_noise == 0.02
+    out.write_bytes(b"an earlier build")
+    assert run(["landscape", "build", "--out", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err and out.read_bytes() == b"an earlier build"
+    assert run(["landscape", "build", "--out", str(out), "--force"]) == 0 and len(built) == 2
+
+
+def test_simulated_search_counts_add_up_to_the_progress_total() -> None:
+    from dphypo.simulation.studies import ArmSpec, StudyConfig, fixed_T_settings, run_study, study_searches
+    from dphypo.strategies import GPUCB, Uniform
+
+    arms = (ArmSpec("uniform", Uniform(), "synthetic:smooth"), ArmSpec("gp", GPUCB(), "synthetic:smooth"))
+    config = StudyConfig(name="fixed-T", settings=fixed_T_settings((2, 3), 2.0, 0.75), arms=arms, repeats=6,
+                         seed=0, workers=1)
+    counts: list[int] = []
+    run_study(config, executor="sequential", searches_done=counts.append)
+    assert sum(counts) == study_searches(config) == 24 and all(n > 0 for n in counts)

@@ -11,6 +11,7 @@ import re
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dphypo.cli import run
@@ -104,6 +105,46 @@ CASES = [
     ("landscape rebuild --out x.npz", "build"),
     # no command-specific case: a bad option value
     ("account --runs geometric --mean 10 --sigma abc --sample-rate 0.01 --steps 10", "--sigma"),
+    # issue #20: every output path proven writable before any calibration or data
+    ("tune --out afile/sub", "afile"),
+    ("tune --out /proc/dphypo-x", "/proc/dphypo-x"),
+    ("tune --out ''", "--out"),
+    ("tune --journal nodir/j.db", "nodir"),
+    ("tune --journal /proc/j.db", "/proc/j.db"),
+    ("tune --journal adir", "--journal"),
+    # issue #20: values that must be refused, and sizes that must not allocate or hang
+    ("tune --clip-grid=-1,0", "--clip-grid"),
+    ("tune --lr-grid 0,1", "--lr-grid"),
+    ("tune --lr-grid 1e-3:1:100000000:log", "--lr-grid"),
+    ("tune --tau 5", "--tau"),
+    ("tune --beta 2", "--beta"),
+    ("tune --mean 1e12", "--mean"),
+    ("simulate --landscape synthetic:smooth --strategy uniform --fixed-T 100000000", "--fixed-T"),
+    ("simulate --landscape synthetic:smooth --strategy uniform --fixed-T 1..100000000", "--fixed-T"),
+    ("simulate --landscape synthetic:smooth --strategy uniform --runs geometric --mean 1e12", "--mean"),
+    ("landscape build --seeds 1000000000 --out x.npz", "--seeds"),
+    ("landscape build --lr-grid=-1,1 --out x.npz", "--lr-grid"),
+    ("landscape build --out existing.npz", "--force"),
+    # issue #20: messages name the user's option, not the library's parameter
+    ("tune --dataset foo", "--dataset"),
+    ("tune --tune-fraction 1.5", "--tune-fraction"),
+    ("tune --runs foo", "--runs"),
+    ("tune --batch-size 0", "--batch-size"),
+    ("tune --variant 3 --tune-fraction 0.5", "--variant"),
+    ("tune --strategy gp --C 0.5", "--C"),
+    ("tune --executor foo", "--executor"),
+    ("tune --model foo", "--model"),
+    ("tune --runs negbin", "--theta"),
+    ("simulate --landscape nanmean.npz --strategy uniform --fixed-T 5", "'mean' array"),
+    ("simulate --landscape synthetic:smooth --landscape synthetic:ridge --strategy uniform --runs geometric "
+     "--mean 5 --epsilon 8", "synthetic"),
+    ("calibrate --epsilon 8 --sample-rate 0.01 --steps 10 --runs geometric --mean 10 --score-noise-accuracy 0.02",
+     "--n-val"),
+    ("account --runs geometric --mean 10 --sigma 1 --sample-rate 0.01 --steps 10 --score-noise 2 --n-val 100",
+     "--score-noise"),
+    ("release empty.db", "empty"),
+    # a computed ε is printed as ε, never as the --epsilon the user gave; no score noise is blamed when none exists
+    ("calibrate --epsilon 1 --sample-rate 0.5 --steps 1000000000000 --runs geometric --mean 10", "more noise"),
 ]
 
 
@@ -116,7 +157,22 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "adir").mkdir()
     (tmp_path / "adir.npz").mkdir()
     (tmp_path / "afile").write_text("")
+    (tmp_path / "existing.npz").write_bytes(b"a landscape")
+    (tmp_path / "empty.db").write_bytes(b"")
+    _landscape_with_nan_mean(tmp_path / "nanmean.npz")
     return tmp_path
+
+
+def _landscape_with_nan_mean(path: Path) -> None:
+    from dphypo.simulation.landscapes import save_landscape
+    from dphypo.simulation.synthetic import synthetic_landscape
+
+    save_landscape(synthetic_landscape("smooth"), path)
+    with np.load(path, allow_pickle=False) as data:
+        arrays = dict(data)
+    arrays["mean"] = arrays["mean"].copy()
+    arrays["mean"].flat[0] = np.nan
+    np.savez(path, **arrays)
 
 
 @pytest.mark.parametrize(("argv", "needle"), CASES, ids=[argv for argv, _ in CASES])
@@ -129,5 +185,10 @@ def test_bad_input_is_one_error_line(workdir: Path, capsys: pytest.CaptureFixtur
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ") and "Traceback" not in err
     assert needle in lines[0]
-    assert not re.search(r"Choice\(\(|numpy|(?<![\w-])n must be|sample_rate|batch_size|lr_grid", lines[0])
-    assert set(os.listdir(workdir)) == before  # nothing written: no checkpoint, no figure, no table
+    library_names = (r"Choice\(\(|numpy|(?<![\w-])n must be|sample_rate|batch_size|lr_grid|tuning_rate|"
+                     r"(?<![\w-])name must|max_lost|runs_per_update")
+    assert not re.search(library_names, lines[0])
+    assert "score noise" not in lines[0] or "score-noise" in argv
+    assert len(re.findall(r"--epsilon=", lines[0])) <= 1 and "--sigma=" not in lines[0]  # only what the user typed
+    assert set(os.listdir(workdir)) == before  # nothing written: no checkpoint, no figure, no table, no journal
+    assert (workdir / "empty.db").read_bytes() == b"" and (workdir / "existing.npz").read_bytes() == b"a landscape"

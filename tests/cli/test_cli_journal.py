@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from dphypo.cli import run
 from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
@@ -10,6 +19,8 @@ from dphypo.search.storage import SQLiteJournal as Journal
 from dphypo.search.tuner import Tuner
 from dphypo.strategies import GPUCB
 from tests.search._search_child import SPACE, DyingObjective
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _journaled_search(path) -> object:
@@ -63,7 +74,8 @@ def test_tune_with_a_journal_resumes_and_releases_the_same(tmp_path, capsys) -> 
         attempts = len(journal.attempts())
         sealed = journal.sealed()
     assert attempts == sealed.run_count  # one attempt per run, nothing charged
-    assert "DPSGDObjective" in sealed.config["objective"] and "digits" in sealed.config["objective"]
+    objective = sealed.config["objective"]
+    assert objective["type"].endswith("DPSGDObjective") and objective["dataset"] == "digits"
 
     # Running the same command again resumes a finished search: nothing is trained, the release is the same.
     assert run([*TINY_TUNE, "--out", str(tmp_path / "b"), "--journal", str(path)]) == 0
@@ -103,3 +115,74 @@ def test_a_changed_resume_is_refused_before_sigma_is_calibrated(tmp_path, capsys
     assert run([*TINY_TUNE, "--out", str(tmp_path), "--journal", str(path), "--runs-per-update", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "runs_per_update" in err and "batch_size" not in err
+
+
+# -- issue #20: the default (uniform) search resumes, from any directory, and a damaged journal is refused -------
+UNIFORM_TUNE = "tune --epochs 1 --lr-grid 0.3,1,3 --clip-grid 0.5,1,2 --runs geometric --mean 4 --json".split()
+
+
+def test_the_default_uniform_search_resumes_from_its_journal(tmp_path, capsys) -> None:
+    # The regression: the sealed PLD profile was a repr with a memory address, so the same command was refused.
+    path = tmp_path / "search.db"
+    assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["strategy"] == "uniform" and first["privacy"]["method"].startswith("profile")
+    assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["release"] == first["release"] and again["privacy"]["epsilon"] == first["privacy"]["epsilon"]
+
+
+def test_release_works_from_another_directory_and_refuses_an_edited_journal(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run([*UNIFORM_TUNE, "--out", "relative/out", "--journal", "search.db"]) == 0
+    capsys.readouterr()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run(["release", str(tmp_path / "search.db"), "--json"]) == 0  # the model path was stored resolved
+    published = json.loads(capsys.readouterr().out)
+    assert Path(published["model_path"]).is_absolute() and Path(published["model_path"]).is_file()
+    db = sqlite3.connect(tmp_path / "search.db")
+    db.execute("UPDATE release SET payload = replace(payload, '\"epsilon\":7.9', '\"epsilon\":1.9')")
+    db.commit()
+    db.close()
+    assert run(["release", str(tmp_path / "search.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "release record does not match its hash" in err[0]
+
+
+def _tune_child(tmp_path: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "dphypo", *UNIFORM_TUNE, "--epochs", "2", *args]
+    return subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "gp"])
+@pytest.mark.parametrize("seeded", [True, False], ids=["seed", "fresh-entropy"])
+def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_path, strategy, seeded) -> None:
+    seed = ["--seed", "7"] if seeded else []
+    common = ["--strategy", strategy, "--max-lost", "1", *seed]
+    if seeded:
+        reference = _tune_child(tmp_path, *common, "--out", "ref")
+        out, err = reference.communicate(timeout=600)
+        assert reference.returncode == 0, err
+        expected = json.loads(out)
+    journal = ["--journal", "j.db", "--out", "out"]
+    child = _tune_child(tmp_path, *common, *journal)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None and not (tmp_path / "j.db").exists():
+        time.sleep(0.05)
+    time.sleep(1.5)  # somewhere inside the search: before, between or during runs (each case must resume)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    resumed = _tune_child(tmp_path, *common, *journal)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    released = json.loads(out)
+    if seeded:
+        assert released["release"]["params"] == expected["release"]["params"]
+        assert released["release"]["score"] == expected["release"]["score"]
+        assert released["privacy"]["epsilon"] == expected["privacy"]["epsilon"]
+    with Journal.open(tmp_path / "j.db", read_only=True) as opened:
+        assert opened.release()["params"] == released["release"]["params"]
+        assert opened.charged_attempts() <= 1

@@ -40,8 +40,12 @@ def test_dpsgd_against_opacus_rdp_analysis(sigma: float, q: float, steps: int) -
     np.testing.assert_allclose(ours.epsilons[integer], theirs[integer], rtol=1e-9)
     assert np.all(ours.epsilons >= theirs * (1 - 1e-12))
     search = SearchSpec(geometric(0.01), 2.0, 0.75)
+    exact = account(custom_rdp(DEFAULT_ORDERS, theirs), search, 1e-5, adaptive_theorem="A").epsilon
+    assert account(ours, search, 1e-5, adaptive_theorem="A").epsilon == pytest.approx(exact, rel=1e-4)
+    # Theorem B (the default) uses every order of the curve, so dp_accounting's looser fractional orders count a
+    # little more (computed: 2.8e-4 relative at σ = 3, q = 0.5, 10 steps)
     exact = account(custom_rdp(DEFAULT_ORDERS, theirs), search, 1e-5).epsilon
-    assert account(ours, search, 1e-5).epsilon == pytest.approx(exact, rel=1e-4)
+    assert account(ours, search, 1e-5).epsilon == pytest.approx(exact, rel=1e-3)
 
 
 def test_dpsgd_is_linear_in_steps_and_decreasing_in_sigma() -> None:

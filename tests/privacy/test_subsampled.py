@@ -205,11 +205,16 @@ def test_variant1_increases_with_q_and_beats_the_baseline() -> None:
     assert report.epsilon < report.full_data_epsilon
 
 
-def test_adaptive_tnb_uses_theorem_a_and_other_families_are_refused() -> None:
+def test_adaptive_tnb_uses_theorem_b_and_other_families_are_refused() -> None:
     candidate = dpsgd_rdp(1.0, 0.01, 1000, orders=accounting_orders(64))
     adaptive = SearchSpec(TruncatedNegativeBinomial.from_mean(1.0, 10.0), 2.0, 0.5)
     curve, theorem = tuning_curve(candidate, adaptive, max_order=64)
-    assert theorem.startswith("Theorem A (docs/proofs/adaptive.md")  # the proven default for C > c
+    assert theorem.startswith("Theorem B (docs/proofs/adaptive.md")  # the proven default for C > c
+    # a uniform search on X₁ composes the order-wise minimum of Papernot-Steinke Theorem 2 and Theorem B at C = c = 1
+    uniform_curve, uniform_theorem = tuning_curve(candidate, adaptive.uniform(), max_order=64)
+    assert uniform_theorem.startswith("Theorem B at C = c = 1")
+    printed = dphypo_theorem1(candidate, adaptive.run_count, 1.0, 1.0).curve
+    assert np.all(uniform_curve.epsilons <= printed.epsilons[np.isin(printed.orders, uniform_curve.orders)])
     reference = tuning_rdp(candidate, adaptive.run_count, 2.0, 0.5).curve
     published = dphypo_theorem1(candidate, adaptive.run_count, 2.0, 0.5).curve
     assert np.all(reference.epsilons <= published.epsilons)

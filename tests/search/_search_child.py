@@ -1,9 +1,12 @@
-"""A journaled GP search run as a child process by tests/search/test_faults.py (it may kill itself on request).
+"""A journaled search run as a child process by tests/search/test_faults.py (it may kill itself on request).
 
 Usage: ``python _search_child.py JOURNAL LOG [--kill-after-run N] [--kill-inside-run N] [--nan-run N] [--slow]
-[--C C] [--max-lost K]``. Prints one JSON line with the release (and the curator-only T, for the test) on success;
-exits 3 with the exception's name on stderr when the journal is refused or the lost attempts exceed ``--max-lost``
-(default 1).
+[--C C] [--max-lost K] [--strategy gp|uniform|top-set] [--runs geometric|negbin|logarithmic|poisson]``. Prints one
+JSON line with the release (and the curator-only T, for the test) on success; exits 3 with the exception's name on
+stderr when the journal is refused or the lost attempts exceed ``--max-lost`` (default 1).
+
+A uniform search is accounted with a DP-SGD run's PLD profile next to its RDP curve, exactly as ``dphypo tune``
+does: the profile is part of the sealed configuration, so a resume must reproduce its description in a new process.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import time
 
 import numpy as np
 
-from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
+from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric, make_run_count
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.search.storage import JournalError, JournalMismatch
 from dphypo.search.tuner import DataFailure, LostAttemptsExceeded, Tuner
 from dphypo.space import Grid, SearchSpace
-from dphypo.strategies import GPUCB
+from dphypo.strategies import GPUCB, GPTopSet, Uniform
 
 SPACE = SearchSpace({"x": Grid([i / 11 for i in range(12)]), "y": Grid([1.0, 2.0, 3.0])})
 
@@ -47,6 +51,33 @@ def report_pid_and_sleep(path: str) -> None:
     time.sleep(120)
 
 
+STRATEGIES = ("gp", "uniform", "top-set")
+LAWS = ("geometric", "negbin", "logarithmic", "poisson")
+
+
+def privacy_plan(strategy: str, runs: str, C: float, max_lost: int) -> PrivacyPlan:
+    """The accounted plan of a child search (uniform: DP-SGD curve and PLD profile, as dphypo tune seals them)."""
+    if runs == "geometric":
+        run_count = geometric(0.1)
+    else:
+        run_count = make_run_count(runs, theta=0.5 if runs == "negbin" else None, mean=8.0)
+    if strategy == "uniform":
+        curve, profile = dpsgd_run_rdp(1.0, 0.1, 10, score_noise=5.0), dpsgd_run_profile(1.0, 0.1, 10, score_noise=5.0)
+        return PrivacyPlan(SearchSpec(run_count), curve, 1e-5, profile=profile, max_lost=max_lost)
+    lower = GPTopSet(C=C).c if strategy == "top-set" else 0.75
+    return PrivacyPlan(SearchSpec(run_count, C, lower), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
+
+
+def make_strategy(strategy: str, C: float) -> GPUCB | GPTopSet | Uniform:
+    return {"gp": lambda: GPUCB(C=C, c=0.75), "uniform": Uniform, "top-set": lambda: GPTopSet(C=C)}[strategy]()
+
+
+def score(params: dict, run) -> tuple[float, str]:
+    """The child's objective without the fault injection (an uninterrupted reference runs it in-process)."""
+    value = -(params["x"] - 0.6) ** 2 + 0.05 * params["y"] + run.rng.normal(0.0, 0.02)
+    return value, f"model-{run.number}-{run.seed}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("journal")
@@ -57,6 +88,8 @@ def main() -> int:
     parser.add_argument("--slow", action="store_true")
     parser.add_argument("--C", type=float, default=2.0)
     parser.add_argument("--max-lost", type=int, default=1)
+    parser.add_argument("--strategy", choices=STRATEGIES, default="gp")
+    parser.add_argument("--runs", choices=LAWS, default="geometric")
     args = parser.parse_args()
 
     def objective(params: dict, run) -> tuple[float, str]:
@@ -69,18 +102,16 @@ def main() -> int:
             time.sleep(0.2)
         if run.number == args.nan_run:
             raise DataFailure("diverged")
-        score = -(params["x"] - 0.6) ** 2 + 0.05 * params["y"] + run.rng.normal(0.0, 0.02)
-        return score, f"model-{run.number}-{run.seed}"
+        return score(params, run)
 
     def progress(done: int) -> None:  # called after run done-1 is journaled
         if done - 1 == args.kill_after_run and not os.path.exists(args.log + ".killed"):
             open(args.log + ".killed", "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    privacy = PrivacyPlan(SearchSpec(geometric(0.1), args.C, 0.75), gaussian_rdp(4.0), 1e-5,
-                            max_lost=args.max_lost)
-    tuner = Tuner(objective, SPACE, privacy, strategy=GPUCB(C=args.C, c=0.75), seed=11, journal=args.journal,
-                  objective_id="tests/search/_search_child", progress=progress)
+    privacy = privacy_plan(args.strategy, args.runs, args.C, args.max_lost)
+    tuner = Tuner(objective, SPACE, privacy, strategy=make_strategy(args.strategy, args.C), seed=11,
+                  journal=args.journal, objective_id="tests/search/_search_child", progress=progress)
     try:
         result = tuner.run()
     except (JournalError, JournalMismatch, LostAttemptsExceeded) as exc:

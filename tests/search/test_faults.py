@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from dphypo.cli import run
 from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
 from dphypo.search.execution import ProcessExecutor
 from dphypo.search.storage import JournalMismatch, SQLiteJournal
 from dphypo.search.tuner import LostAttemptsExceeded, Tuner
 from dphypo.strategies import GPUCB
-from tests.search._search_child import SPACE, DyingObjective
+from tests.search._search_child import LAWS, SPACE, STRATEGIES, DyingObjective, make_strategy, privacy_plan, score
 
 CHILD = Path(__file__).with_name("_search_child.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,6 +123,31 @@ def test_kill_from_outside_at_any_moment_never_double_spends(tmp_path, uninterru
     assert len(repeated) == resumed["lost_attempts"] <= 1  # at most the one in flight, and it was counted
     assert all(n == before[-1] for n in repeated)
     assert resumed["release"]["params"] == uninterrupted["release"]["params"]
+
+
+#: Every strategy with every run-count law a theorem covers for it (an adaptive search has no Poisson theorem).
+RESUMABLE = [(strategy, law) for strategy in STRATEGIES for law in LAWS if strategy == "uniform" or law != "poisson"]
+
+
+@pytest.mark.parametrize(("strategy", "law"), RESUMABLE)
+def test_every_strategy_and_run_count_law_resumes_after_kill_9_and_releases_the_uninterrupted_result(
+    tmp_path, strategy: str, law: str
+) -> None:
+    # The uninterrupted search, in this process: a resume in a new process must seal-match and replay it.
+    reference = Tuner(score, SPACE, privacy_plan(strategy, law, 2.0, 1), strategy=make_strategy(strategy, 2.0),
+                      seed=11, objective_id="tests/search/_search_child").run()
+    journal, log = tmp_path / "j.db", tmp_path / "log"
+    kill_at = min(2, reference.history.run_count - 1)
+    killed = _child(journal, log, "--kill-inside-run", str(kill_at), "--strategy", strategy, "--runs", law)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = _release(_child(journal, log, "--strategy", strategy, "--runs", law))
+    assert resumed["run_count"] == reference.history.run_count  # T read from the journal, not redrawn
+    assert resumed["lost_attempts"] == 1  # the run in flight, charged up front by max_lost = 1
+    assert resumed["release"]["params"] == reference.release.params
+    assert resumed["release"]["score"] == reference.release.score
+    assert resumed["release"]["epsilon"] == reference.release.epsilon
+    assert resumed["release"]["artifact"] == reference.release.artifact
+    assert run(["release", str(journal), "--json"]) == 0  # the journal's release is publishable as it stands
 
 
 def test_a_data_failure_is_journaled_and_never_retried(tmp_path) -> None:

@@ -173,3 +173,85 @@ def test_an_empty_file_becomes_a_new_journal_but_a_missing_directory_does_not(tm
         assert journal.sealed() is None
     with pytest.raises(ValueError, match="directory does not exist"):
         SQLiteJournal.open(tmp_path / "missing" / "j.db")
+
+
+# -- integrity of everything that reaches a release (issue #20) ---------------------------------------------------
+def _finished_search(path) -> None:
+    with _sealed(path) as journal:
+        attempt = journal.start_attempt(0, 3, {"lr": 0.1})
+        journal.finish_attempt(attempt, "done", 0.75, 1.0, incumbent=(0, {"weights": [1.0, 2.0, 3.0]}))
+        journal.write_release({"params": {"lr": 0.1}, "score": 0.75, "epsilon": 7.999, "delta": 1e-5})
+
+
+def _edit(path, statement: str, *args) -> None:
+    db = sqlite3.connect(path)
+    db.execute(statement, args)
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("statement", "what"),
+    [
+        ("UPDATE release SET payload = replace(payload, '7.999', '1.999')", "release record"),
+        ("UPDATE attempts SET score = 0.99", "attempt 1"),
+        ("UPDATE attempts SET params = '{\"lr\":10.0}'", "attempt 1"),
+        ("UPDATE incumbent SET artifact = CAST(replace(CAST(artifact AS TEXT), 'weights', 'weightz') AS BLOB)",
+         "artifact of run 0"),
+        ("UPDATE incumbent SET number = 1", "artifact of run 1"),
+    ],
+    ids=["epsilon-digit", "score", "params", "model-bytes", "incumbent-number"],
+)
+def test_an_edited_value_that_reaches_a_release_is_refused(tmp_path, statement: str, what: str) -> None:
+    path = tmp_path / "j.db"
+    _finished_search(path)
+    with SQLiteJournal.open(path) as journal:
+        assert journal.release()["epsilon"] == 7.999 and journal.incumbent()[1]["weights"] == [1.0, 2.0, 3.0]
+    _edit(path, statement)
+    before = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(JournalError, match=f"{what}.*does not match its hash"):
+            SQLiteJournal.open(path, read_only=read_only)
+    assert path.read_bytes() == before
+
+
+def test_a_damaged_artifact_with_a_recomputed_hash_is_one_line_not_an_unpickling_traceback(tmp_path) -> None:
+    path = tmp_path / "j.db"
+    _finished_search(path)
+    with SQLiteJournal.open(path) as journal:
+        garbage = b"\x80\x05not a pickle"
+        forged = journal._blob_digest(0, garbage)  # someone who edits the hash too
+    _edit(path, "UPDATE incumbent SET artifact = ?, digest = ?", garbage, forged)
+    with SQLiteJournal.open(path) as journal, pytest.raises(JournalError, match="artifact of run 0 cannot be read"):
+        journal.incumbent()
+
+
+def test_rows_cannot_move_between_journals(tmp_path) -> None:
+    _finished_search(tmp_path / "a.db")
+    with SQLiteJournal.open(tmp_path / "b.db") as journal:
+        journal.seal({**CONFIG, "seed": 99}, 5)
+    row = sqlite3.connect(tmp_path / "a.db").execute("SELECT payload, released_at, digest FROM release").fetchone()
+    _edit(tmp_path / "b.db", "INSERT INTO release (id, payload, released_at, digest) VALUES (1, ?, ?, ?)", *row)
+    with pytest.raises(JournalError, match="release record"):
+        SQLiteJournal.open(tmp_path / "b.db")  # its hash is chained to a.db's sealed plan, not b.db's
+
+
+def test_a_read_only_open_writes_nothing_and_refuses_missing_or_empty_files(tmp_path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(JournalError, match="is empty"):
+        SQLiteJournal.open(empty, read_only=True)
+    assert empty.read_bytes() == b""  # no schema written into the user's file
+    with pytest.raises(JournalError, match="does not exist"):
+        SQLiteJournal.open(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+    path = tmp_path / "j.db"
+    _finished_search(path)
+    with SQLiteJournal.open(path) as journal:
+        journal.start_attempt(1, 2, {"lr": 0.2})  # in flight when the process "died"
+    before = path.read_bytes()
+    with SQLiteJournal.open(path, read_only=True) as journal:
+        assert journal.release()["score"] == 0.75
+        with pytest.raises(JournalError, match="read-only"):
+            journal.charge_interrupted()
+    assert path.read_bytes() == before

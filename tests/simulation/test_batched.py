@@ -104,11 +104,14 @@ def test_released_runs_equal_the_recorded_ones_at_equal_seeds(landscape: str, ar
     for repeat, (index, score) in enumerate(expected):
         trials = _sequential_trials(land, strategy, T=T_arm, run_count=None, C=2.0, c=0.75, seed=5, repeat=repeat)
         best = best_trial(trials, land.direction)  # type: ignore[arg-type]
-        assert best is not None and (trials[best].grid_index, trials[best].score) == (index, score)
+        # The released point exactly; its noisy score to 1e-12: the recorded float came from one machine's BLAS
+        # and libm, and another platform may round the GP's arithmetic (and so the draw) by an ulp.
+        assert best is not None and trials[best].grid_index == index
+        assert trials[best].score == pytest.approx(score, rel=1e-12, abs=0)
     indices, scores = search_paths(land, strategy, T_arm, range(len(expected)), C=2.0, c=0.75, seed=5)
     released = release_batch(indices, scores, land.direction)  # type: ignore[arg-type]
     assert released.tolist() == [index for index, _ in expected]
-    assert [float(np.max(s)) for s in scores] == [score for _, score in expected]
+    assert [float(np.max(s)) for s in scores] == pytest.approx([score for _, score in expected], rel=1e-12, abs=0)
 
 
 # ------------------------------------------------------------------------------------------ path by path

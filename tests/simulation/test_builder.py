@@ -16,8 +16,9 @@ import psutil
 import pytest
 
 import dphypo.simulation.builder as build
-from dphypo.simulation.builder import BuildSpec, build_landscape, parse_grid
+from dphypo.simulation.builder import BuildSpec, build_landscape
 from dphypo.simulation.landscapes import load_landscape
+from dphypo.space import parse_grid
 
 SPEC = BuildSpec(dataset="digits", model="digits-mlp", lr_grid=(0.5, 2.0), clip_grid=(0.5, 1.0, 2.0), sigma=1.0,
                  epochs=1, batch_size=128, seeds=2, score_noise=0.02)

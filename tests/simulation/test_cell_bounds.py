@@ -155,8 +155,12 @@ def test_top_set_cell_simulates_and_accounts_its_own_bounds() -> None:
 def test_equal_epsilon_calibrates_the_top_set_cell_with_its_derived_c() -> None:
     runs = make_run_count("geometric", mean=20.0)
     arms = _arms(FAMILY)
+    # Theorem A named: the σ below are Theorem A's, inside the test family (Theorem B's is below it: 1.3144)
     config = StudyConfig("eq", run_count_settings([runs], [(2.0, 0.75)]), (arms["top"],), repeats=2, workers=1,
-                         epsilon=8.0)
+                         epsilon=8.0, adaptive_theorem="A")
     cell = cell_landscapes(config)[("E[T]=20", "top")]
-    calibration = arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, load_family(FAMILY).plan_metadata)
+    meta = load_family(FAMILY).plan_metadata
+    calibration = arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, meta, adaptive_theorem="A")
     assert cell.sigma == calibration.sigma == pytest.approx(1.5678, abs=2e-4)  # not the 1.7128 of c = 0.75
+    sharp = arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, meta)
+    assert sharp.report.method == "rdp-theorem-b" and sharp.sigma == pytest.approx(1.3144, abs=2e-4)

@@ -256,10 +256,15 @@ def test_arm_sigma_at_the_shipped_digits_pair() -> None:
     """ε = 8, E[T] = 20: the uniform arm counts profile bounds, the GP arm the accountant's default theorem."""
     meta = load_family(DIGITS).plan_metadata
     run_count = geometric(0.05)
+    older = arm_calibration(8.0, 1e-5, run_count, 1.0, 1.0, meta, adaptive_theorem="A")
+    # The shipped 1.2226 was calibrated with Papernot-Steinke's RDP bound alone; with Theorem A named (the accounting
+    # of the shipped equal-ε studies) the Koskela-Redberg-Wang profile bound is tighter here ...
+    assert older.report.method.startswith("profile") and older.report.epsilon <= 8.0
+    assert older.sigma == pytest.approx(1.1143, abs=2e-4) and older.sigma < 1.2226
+    # ... and by default Theorem B at C = c = 1 is tighter still (computed: 1.0888)
     uniform = arm_calibration(8.0, 1e-5, run_count, 1.0, 1.0, meta)
-    # The shipped 1.2226 was calibrated with RDP alone; the Koskela-Redberg-Wang profile bound is tighter here.
-    assert uniform.report.method.startswith("profile") and uniform.report.epsilon <= 8.0
-    assert uniform.sigma == pytest.approx(1.1143, abs=2e-4) and uniform.sigma < 1.2226
+    assert uniform.report.method == "rdp-theorem-b" and uniform.report.epsilon <= 8.0
+    assert uniform.sigma == pytest.approx(1.0888, abs=2e-4) and uniform.sigma < older.sigma
     # The GP arm: the accountant's default theorem without naming it; the shipped 1.7673 used the published one.
     gp = arm_sigma(8.0, 1e-5, run_count, 2.0, 0.75, meta)
     plan = metadata_plan(meta)

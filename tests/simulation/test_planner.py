@@ -47,11 +47,12 @@ def _candidates(strategies: list, means: tuple[float, ...] = MEANS) -> list[Plan
 
 @pytest.fixture(scope="module")
 def plan8(family: LandscapeFamily) -> tuple[PlanResult, list[PlanRow]]:
-    """A plan at ε = 8: uniform, a narrow GP-UCB and a GP top-set, × E[T] ∈ {10, 20}."""
+    """A plan at ε = 8: uniform, a narrow GP-UCB and a GP top-set, × E[T] ∈ {10, 20}, accounted with Theorem A, named
+    (the family's members were chosen for Theorem A's σ; Theorem B's are smaller)."""
     strategies = [Uniform(), GPUCB(C=1.25, c=0.8), GPTopSet(C=2.0, top_mass=0.05)]
     seen: list[PlanRow] = []
     result = plan_search(family, 8.0, DELTA, _candidates(strategies), repeats=REPEATS, seed=3, workers=1,
-                         progress=seen.append)
+                         progress=seen.append, adaptive_theorem="A")
     return result, seen
 
 
@@ -102,7 +103,7 @@ def test_every_row_spends_the_total_epsilon_with_its_own_bounds(
         C, c = row.candidate.bounds
         # The same ε from the accountant on the landscape the row ran on, with the strategy's own (C, c).
         setting = Setting("x", run_count=row.candidate.run_count)
-        accounted, _ = arm_epsilon(family.at(row.sigma), setting, C, c, DELTA)
+        accounted, _ = arm_epsilon(family.at(row.sigma), setting, C, c, DELTA, adaptive_theorem="A")
         assert accounted is not None and math.isclose(accounted, row.epsilon, rel_tol=1e-9)
         assert row.method is not None
         assert row.method.startswith("profile") if not row.candidate.adaptive else row.method.startswith("rdp")
@@ -177,7 +178,7 @@ def test_unreachable_and_outside_family_rows_are_reported_not_raised(family: Lan
     # ε = 2: GP-UCB (2, 0.75) costs more than 2 even with infinite noise; uniform search at E[T] = 20 needs
     # σ ≈ 4.02, just beyond the family's largest member (4.0).
     result = plan_search(family, 2.0, DELTA, _candidates([Uniform(), GPUCB(C=2.0, c=0.75)]), repeats=4, seed=0,
-                         workers=1)
+                         workers=1, adaptive_theorem="A")
     rows = {r.candidate.name: r for r in result.rows}
     ok = rows["uniform, E[T]=10"]
     assert ok.status == "ok" and ok.epsilon is not None and 1.95 <= ok.epsilon <= 2.0
@@ -192,6 +193,7 @@ def test_unreachable_and_outside_family_rows_are_reported_not_raised(family: Lan
     assert result.best is ok and result.runner_up is None and result.difference is None and not result.significant
     payload = result.to_dict()
     assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert payload["adaptive_theorem"] == "A"  # the accounting is recorded with the plan
     assert payload["by_expected_runs"][1] == {"expected_runs": 20.0, "best_uniform": None, "best_adaptive": None,
                                               "difference": None}
 

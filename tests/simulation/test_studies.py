@@ -67,22 +67,32 @@ def test_landscape_plan_is_the_plan_the_landscapes_were_built_with() -> None:
 def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
     """README: each landscape's σ meets total ε = 8 (E[T] = 20) for the search it was built for."""
     setting = Setting("E[T]=20", run_count=geometric(0.05))
-    for path, profile_eps in [(DIGITS_UNIFORM, 6.9655), (MNIST, 6.9790)]:
-        # The uniform landscapes were calibrated with RDP alone: that bound reproduces ε = 8 ...
+    for path, profile_eps, sharp_eps in [(DIGITS_UNIFORM, 6.9655, 6.5882), (MNIST, 6.9790, 6.5927)]:
+        # The uniform landscapes were calibrated with Papernot-Steinke's RDP bound alone, which naming Theorem A
+        # reproduces (the accounting before Theorem B was the default): ε = 8 ...
         plan = landscape_plan(load_landscape(path))
         assert plan is not None
-        rdp_eps = account(plan.rdp(), SearchSpec(setting.run_count), 1e-5).epsilon
+        rdp_eps = account(plan.rdp(), SearchSpec(setting.run_count), 1e-5, adaptive_theorem="A").epsilon
         assert rdp_eps == pytest.approx(8.0, abs=2e-3) and rdp_eps <= 8.0, path  # σ rounded up: met, not exceeded
         # ... and arm_epsilon also counts the (here tighter) privacy-profile bounds a uniform search has
-        eps, note = arm_epsilon(load_landscape(path), setting, 1.0, 1.0, 1e-5)
+        eps, note = arm_epsilon(load_landscape(path), setting, 1.0, 1.0, 1e-5, adaptive_theorem="A")
         assert note == "" and eps == pytest.approx(profile_eps, abs=2e-4) and eps < rdp_eps, path
-    # The GP landscape's σ was calibrated with DP-HyPO Theorem 1 as published (8.0); the proven Theorem A, now the
-    # accountant's default, charges it less (computed: 7.815), so a white-box GP arm is over-noised, not cheated.
-    eps, note = arm_epsilon(load_landscape(DIGITS_GP), setting, 2.0, 0.75, 1e-5)
+        # by default also Theorem B at C = c = 1, tighter still here (computed)
+        eps, note = arm_epsilon(load_landscape(path), setting, 1.0, 1.0, 1e-5)
+        assert note == "" and eps == pytest.approx(sharp_eps, abs=2e-3) and eps < profile_eps, path
+    # The GP landscape's σ was calibrated with DP-HyPO Theorem 1 as published (8.0); the proven Theorem A charges it
+    # less (computed: 7.815) and Theorem B, now the default, less still (computed: 6.496), so a white-box GP arm is
+    # over-noised, not cheated.
+    eps, note = arm_epsilon(load_landscape(DIGITS_GP), setting, 2.0, 0.75, 1e-5, adaptive_theorem="A")
     assert note == "" and eps == pytest.approx(7.8151, abs=2e-3)
-    # the GP landscape used by a *uniform* search is cheaper (profile bound 4.324, RDP 4.938); the uniform one used
-    # adaptively is dearer
-    assert arm_epsilon(load_landscape(DIGITS_GP), setting, 1.0, 1.0, 1e-5)[0] == pytest.approx(4.3239, abs=2e-4)
+    eps, note = arm_epsilon(load_landscape(DIGITS_GP), setting, 2.0, 0.75, 1e-5)
+    assert note == "" and eps == pytest.approx(6.4965, abs=2e-3)
+    # the GP landscape used by a *uniform* search is cheaper (profile bound 4.324, RDP 4.938; Theorem B at
+    # C = c = 1: 3.898); the uniform one used adaptively is dearer
+    gp_uniform = load_landscape(DIGITS_GP)
+    assert arm_epsilon(gp_uniform, setting, 1.0, 1.0, 1e-5, adaptive_theorem="A")[0] == pytest.approx(4.3237, abs=3e-4)
+    assert arm_epsilon(gp_uniform, setting, 1.0, 1.0, 1e-5)[0] == pytest.approx(3.8982, abs=2e-3)
+    assert arm_epsilon(load_landscape(DIGITS_UNIFORM), setting, 2.0, 0.75, 1e-5, adaptive_theorem="A")[0] > 9.0
     assert arm_epsilon(load_landscape(DIGITS_UNIFORM), setting, 2.0, 0.75, 1e-5)[0] > 9.0
 
 
@@ -95,10 +105,16 @@ def test_arm_epsilon_equals_the_accountant_for_an_independently_built_plan() -> 
     for gamma, C, c, delta in [(0.01, 1.0, 1.0, 1e-5), (0.05, 1.25, 0.8, 1e-6), (0.2, 1.5, 1 / 1.5, 1e-5)]:
         # uniform search: the minimum over RDP and the privacy-profile bounds; C > c: RDP only (no profile theorem)
         profile = plan.profile() if C == c == 1.0 else None
-        expected = account(plan.rdp(), SearchSpec(geometric(gamma), C, c), delta, profile=profile)
-        eps, _ = arm_epsilon(land, Setting("x", run_count=geometric(gamma), C=C, c=c), C, c, delta)
-        assert eps == expected.epsilon
-        assert expected.method.startswith("profile") if profile is not None else expected.method == "rdp-theorem-a"
+        for theorem in ("B", "A"):
+            expected = account(plan.rdp(), SearchSpec(geometric(gamma), C, c), delta, profile=profile,
+                               adaptive_theorem=theorem)
+            eps, _ = arm_epsilon(land, Setting("x", run_count=geometric(gamma), C=C, c=c), C, c, delta,
+                                 adaptive_theorem=theorem)
+            assert eps == expected.epsilon
+            if profile is None:
+                assert expected.method == f"rdp-theorem-{theorem.lower()}"
+            else:
+                assert expected.method.startswith("profile") or expected.method == "rdp-theorem-b"
 
 
 def test_no_epsilon_without_a_claim() -> None:
@@ -241,9 +257,10 @@ def family_files(folder: Path, sigmas: tuple[float, ...]) -> tuple[str, ...]:
 
 
 def _equal_study(members: tuple[str, ...], **overrides) -> StudyConfig:
+    """An equal-ε study accounted with Theorem A, named (the σ below are Theorem A's; Theorem B gives less noise)."""
     kwargs = dict(name="equal", settings=run_count_settings([RUNS], [(2.0, 0.75)]),
                   arms=(ArmSpec("uniform", Uniform(), members), ArmSpec("gp", GPUCB(), members)),
-                  repeats=6, seed=3, workers=1, epsilon=EPSILON)
+                  repeats=6, seed=3, workers=1, epsilon=EPSILON, adaptive_theorem="A")
     kwargs.update(overrides)
     return StudyConfig(**kwargs)  # type: ignore[arg-type]
 
@@ -254,7 +271,7 @@ def test_equal_epsilon_study_runs_every_arm_at_its_own_sigma(tmp_path: Path) -> 
     family = load_family(members)
     uniform, gp = result.cell("E[T]=20", "uniform"), result.cell("E[T]=20", "gp")
     for cell, (C, c) in [(uniform, (1.0, 1.0)), (gp, (2.0, 0.75))]:
-        calibration = arm_calibration(EPSILON, 1e-5, RUNS, C, c, family.plan_metadata)
+        calibration = arm_calibration(EPSILON, 1e-5, RUNS, C, c, family.plan_metadata, adaptive_theorem="A")
         assert (cell.C, cell.c, cell.sigma, cell.epsilon_target) == (C, c, calibration.sigma, EPSILON)
         assert cell.sigma_tolerance == calibration.sigma_tolerance
         # accounted at that σ with the calibration's own bounds: at most ε, within the calibration's tolerance
@@ -267,6 +284,7 @@ def test_equal_epsilon_study_runs_every_arm_at_its_own_sigma(tmp_path: Path) -> 
     cell = gp.to_dict()
     assert cell["landscape"] == list(members) and cell["sigma"] == gp.sigma and cell["epsilon_target"] == EPSILON
     assert result.to_dict()["epsilon_target"] == EPSILON and result.to_dict()["study"]["epsilon"] == EPSILON
+    assert result.to_dict()["study"]["adaptive_theorem"] == "A"  # the accounting is recorded with the study
     assert len(result.best_values) == 2  # one landscape per σ
     row = table_rows(result)[0]
     assert (row["uniform_sigma"], row["gp_sigma"]) == (uniform.sigma, gp.sigma)
@@ -319,11 +337,17 @@ def test_plan_from_metadata_is_the_one_plan_reconstruction() -> None:
 
 
 def test_uniform_arm_at_its_calibrated_sigma_reads_at_most_the_budget() -> None:
-    """The equal-ε uniform arm on digits: RDP alone would read 9.21 at its σ, the profile bound ≤ 8."""
-    calibration = arm_calibration(EPSILON, 1e-5, RUNS, 1.0, 1.0, DIGITS_PLAN)
-    land = load_family([DIGITS_UNIFORM, DIGITS_GP, str(LANDSCAPES / "digits_mlp_sigma0.7.npz")]).at(calibration.sigma)
-    eps, note = arm_epsilon(land, Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5)
+    """The equal-ε uniform arm on digits, Theorem A named: Papernot-Steinke alone would read 9.21 at its σ, the
+    profile bound ≤ 8. By default Theorem B at C = c = 1 is tighter still and the arm gets σ 1.0888."""
+    calibration = arm_calibration(EPSILON, 1e-5, RUNS, 1.0, 1.0, DIGITS_PLAN, adaptive_theorem="A")
+    family = load_family([DIGITS_UNIFORM, DIGITS_GP, str(LANDSCAPES / "digits_mlp_sigma0.7.npz")])
+    land = family.at(calibration.sigma)
+    eps, note = arm_epsilon(land, Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5, adaptive_theorem="A")
     assert note == "" and eps == calibration.report.epsilon and EPSILON - 2e-3 <= eps <= EPSILON
     plan = landscape_plan(land)
     assert plan is not None
-    assert account(plan.rdp(), SearchSpec(RUNS), 1e-5).epsilon == pytest.approx(9.21, abs=0.01)
+    assert account(plan.rdp(), SearchSpec(RUNS), 1e-5, adaptive_theorem="A").epsilon == pytest.approx(9.21, abs=0.01)
+    sharp = arm_calibration(EPSILON, 1e-5, RUNS, 1.0, 1.0, DIGITS_PLAN)
+    assert sharp.report.method == "rdp-theorem-b" and sharp.sigma == pytest.approx(1.0888, abs=2e-4)
+    eps, note = arm_epsilon(family.at(sharp.sigma), Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5)
+    assert note == "" and eps == sharp.report.epsilon and EPSILON - 2e-3 <= eps <= EPSILON

@@ -1,8 +1,9 @@
 """The three-candidate "flag" construction: adaptivity provably costs privacy (pure numpy/scipy, no I/O).
 
 ``docs/proofs/adaptive.md`` (Section 8, "The price of adaptivity") uses it as a lower bound: an adaptive search
-in S_{C,c}(π⁽⁰⁾) whose *exact* Rényi divergence exceeds Papernot & Steinke's non-adaptive bound (printed or in
-its sharper form) for candidates with the same per-candidate RDP curves. Scores ``0 < 1 < 2 < 3 < 4``:
+in S_{C,c}(π⁽⁰⁾) whose *exact* Rényi divergence exceeds the non-adaptive bounds (Papernot & Steinke's, printed or
+in its sharper form, and Theorem B at C = c = 1) for candidates with the same per-candidate RDP curves. Scores
+``0 < 1 < 2 < 3 < 4``:
 
 * a *probe* (candidate 0) emits the flag (score 1) with probability ``p`` on D and ``p′`` on D′, else 0;
 * a candidate *H* (1) emits a rare 3 with probability ``q`` on D and ``q′`` on D′, else 2;
@@ -24,13 +25,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from dphypo.privacy.adaptive import theorem_a_hat_term
+from dphypo.privacy.adaptive import theorem_a_hat_term, theorem_b_bound
 from dphypo.privacy.run_counts import TruncatedNegativeBinomial
 from dphypo.testing.audit._engine import output_distribution, renyi_bounds
 from dphypo.testing.audit._instance import AuditInstance, BaseMechanisms, UpdateRule
 from dphypo.testing.audit.rules import vertex_density
 
-__all__ = ["TINY", "FlagParameters", "FlagResult", "flag_excess", "flag_instance", "non_adaptive_bound"]
+__all__ = [
+    "TINY", "FlagParameters", "FlagResult", "flag_excess", "flag_instance", "non_adaptive_bound",
+    "theorem_b_uniform_bound",
+]
 
 #: Probability of the scores a candidate never emits (identical on D and D′).
 TINY = 1e-15
@@ -145,6 +149,21 @@ def non_adaptive_bound(instance: AuditInstance, order: float) -> float:
     return min(printed, sharp)
 
 
+def theorem_b_uniform_bound(instance: AuditInstance, order: float) -> float:
+    """Theorem B at C = c = 1 (docs/proofs/adaptive.md §5b) for candidates with the instance's per-candidate curves.
+
+    The uniform-search bound on D_α(A(D)‖A(D′)) at ``order`` from the forward curve ε(α) = max_λ D_α(P_λ‖P′_λ), the
+    backward curve ε̂(α) = max_λ D_α(P′_λ‖P_λ) and the backward pure bound max_λ max log(P′_λ/P_λ), on the dense
+    orders, with the monotone envelope over every α′ ≥ ``order`` (Theorem A at C = c = 1 is not taken here:
+    :func:`non_adaptive_bound` has it).
+    """
+    orders = np.unique(np.concatenate([_DENSE_ORDERS, [order]]))
+    fwd, bwd = _directional_curves(instance.base, orders)
+    pure = float(np.max(np.log(instance.base.probs_prime) - np.log(instance.base.probs)))
+    bound = theorem_b_bound(orders, fwd, bwd, instance.run_count, 1.0, 1.0, backward_pure=max(pure, 0.0))
+    return float(bound[int(np.searchsorted(orders, order)):].min())
+
+
 @dataclass(frozen=True)
 class FlagResult:
     """Exact divergence D_α(A(D)‖A(D′)) of a flag instance against the non-adaptive and adaptive bounds.
@@ -155,6 +174,7 @@ class FlagResult:
         theorem_a: Theorem A's bound at the same order (directional curves, dense α̂ grid, envelope).
         published: DP-HyPO Theorem 1 as printed, same conventions.
         per_candidate: The per-candidate forward ε(α).
+        theorem_b_uniform: :func:`theorem_b_uniform_bound` (the sharper non-adaptive reference).
     """
 
     exact_lower: float
@@ -162,18 +182,25 @@ class FlagResult:
     theorem_a: float
     published: float
     per_candidate: float
+    theorem_b_uniform: float = float("nan")
 
     @property
     def excess(self) -> float:
-        """Exact − best non-adaptive bound (> 0: adaptivity provably costs privacy here)."""
+        """Exact − best Papernot-Steinke bound (> 0: adaptivity provably costs privacy here)."""
         return self.exact_lower - self.non_adaptive
+
+    @property
+    def excess_over_b(self) -> float:
+        """Exact − min(Papernot-Steinke, Theorem B at C = c = 1): the price measured against the sharpest reference."""
+        return self.exact_lower - min(self.non_adaptive, self.theorem_b_uniform)
 
 
 def flag_excess(instance: AuditInstance, order: float) -> FlagResult:
-    """Exact D_α(A(D)‖A(D′)) of ``instance`` at ``order`` against the non-adaptive bound and Theorems A / 1."""
+    """Exact D_α(A(D)‖A(D′)) of ``instance`` at ``order`` against the non-adaptive bounds and Theorems A / 1."""
     a = np.array([order])
     law = output_distribution(instance.rule, instance.base.probs, instance.run_count)
     law_p = output_distribution(instance.rule_on_prime, instance.base.probs_prime, instance.run_count)
     exact = float(renyi_bounds(law, law_p, a)[0][0])
     published, bound_a, eps = _bounds(instance, order, instance.C, instance.c)
-    return FlagResult(exact, non_adaptive_bound(instance, order), bound_a, published, eps)
+    return FlagResult(exact, non_adaptive_bound(instance, order), bound_a, published, eps,
+                      theorem_b_uniform_bound(instance, order))
