@@ -31,9 +31,9 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from dphypo.privacy import SearchSpec, account, calibrate_dpsgd_sigma, dpsgd_rdp, geometric
+    from dphypo.privacy import RepeatAndSelect, account, calibrate_dpsgd_sigma, dpsgd_rdp, geometric
 
-    search = SearchSpec(geometric(0.01), 2.0, 0.75)
+    search = RepeatAndSelect(geometric(0.01), 2.0, 0.75)
     report = account(dpsgd_rdp(0.71, Q, STEPS), search, DELTA)
     cold = time.perf_counter() - t0
     print(f"account, cold (import + RDP curve + Theorem 1): {cold:.3f} s -> epsilon={report.epsilon:.4f}")

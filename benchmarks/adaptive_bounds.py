@@ -233,53 +233,53 @@ def main() -> None:
         two_rule()
         return
     t0 = time.perf_counter()
-    from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
+    from dphypo.privacy import RepeatAndSelect, account, dpsgd_rdp, geometric
     from dphypo.privacy.calibration import smallest_sigma
     from dphypo.privacy.profiles import dpsgd_profile
     from dphypo.train.data import load_dataset
-    from dphypo.train.plan import DPSGDPlan
+    from dphypo.train.mechanism import DPSGDMechanism
 
     splits = load_dataset("digits")
     n_val = len(splits.y_val)
 
-    def digits_plan(sigma: float) -> DPSGDPlan:
-        return DPSGDPlan.from_splits(splits, sigma=sigma, batch_size=64, epochs=10, score_noise=0.02 * n_val)
+    def digits_mechanism(sigma: float) -> DPSGDMechanism:
+        return DPSGDMechanism.from_splits(splits, sigma=sigma, batch_size=64, epochs=10, score_noise=0.02 * n_val)
 
-    default_search = SearchSpec(geometric(1 / 20), C, c)
+    default_search = RepeatAndSelect(geometric(1 / 20), C, c)
 
     def eps_published(sigma: float) -> float:
-        return account(digits_plan(sigma).rdp(), default_search, DELTA, adaptive_theorem="published").epsilon
+        return account(digits_mechanism(sigma).rdp(), default_search, DELTA, adaptive_theorem="published").epsilon
 
     sigma_published = smallest_sigma(eps_published, 8.0, rtol=1e-4)
-    plan = digits_plan(sigma_published)
-    print(f"digits default plan: n_train={plan.n_train}, n_val={n_val}, batch 64, 10 epochs -> "
-          f"q={plan.sample_rate:.6g}, steps={plan.steps}, score noise {plan.score_noise:g} counts")
+    mechanism = digits_mechanism(sigma_published)
+    print(f"digits default mechanism: n_train={mechanism.n_train}, n_val={n_val}, batch 64, 10 epochs -> "
+          f"q={mechanism.sample_rate:.6g}, steps={mechanism.steps}, score noise {mechanism.score_noise:g} counts")
     sigmas = {"published Thm 1": sigma_published}
     for theorem in ("A", "B"):
         sigmas[f"Theorem {theorem}"] = smallest_sigma(
-            lambda s, t=theorem: account(digits_plan(s).rdp(), default_search, DELTA, adaptive_theorem=t).epsilon,
+            lambda s, t=theorem: account(digits_mechanism(s).rdp(), default_search, DELTA, adaptive_theorem=t).epsilon,
             8.0, rtol=1e-4)
     uniform_search = default_search.uniform()
     for label, theorem, with_profile in (("uniform, Papernot-Steinke", "A", False),
                                          ("uniform, Theorem B at C = c = 1", "B", False),
                                          ("uniform, every bound", "B", True)):
         sigmas[label] = smallest_sigma(
-            lambda s, t=theorem, p=with_profile: account(digits_plan(s).rdp(), uniform_search, DELTA,
-                                                         profile=digits_plan(s).profile() if p else None,
+            lambda s, t=theorem, p=with_profile: account(digits_mechanism(s).rdp(), uniform_search, DELTA,
+                                                         profile=digits_mechanism(s).profile() if p else None,
                                                          adaptive_theorem=t).epsilon, 8.0, rtol=1e-4)
     print("calibrated sigma for eps=8, E[T]=20 (C=2, c=0.75 unless uniform): "
           + ", ".join(f"{k} {v:.4f}" for k, v in sigmas.items()))
     settings = {
         f"MNIST (σ {MNIST['sigma']}, q 256/60000, {MNIST['steps']} steps)":
             (dpsgd_rdp(**MNIST), dpsgd_profile(**MNIST)),
-        f"digits default (σ {sigma_published:.3f}, q 1/{round(1 / plan.sample_rate)}, {plan.steps} steps, "
-        f"score noise {plan.score_noise:g})": (plan.rdp(), plan.profile()),
+        f"digits default (σ {sigma_published:.3f}, q 1/{round(1 / mechanism.sample_rate)}, {mechanism.steps} steps, "
+        f"score noise {mechanism.score_noise:g})": (mechanism.rdp(), mechanism.profile()),
     }
     rows = []
     for name, (curve, profile) in settings.items():
         for mean in MEANS:
             run_count = geometric(1 / mean)
-            search = SearchSpec(run_count, C, c)
+            search = RepeatAndSelect(run_count, C, c)
             published = account(curve, search, DELTA, adaptive_theorem="published").epsilon
             theorem_a = account(curve, search, DELTA, adaptive_theorem="A").epsilon
             theorem_b = account(curve, search, DELTA).epsilon

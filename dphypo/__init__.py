@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dphypo import _moved
 
-_moved.install()  # an import of a module path of the 0.1 layout names its new place in one line
+_moved.install()  # an import of a module path this version moved names its new place in one line
 
 __version__ = "0.1.0"
 
@@ -26,14 +26,15 @@ __all__ = [
     "Journal",
     "LogFloat",
     "LostAttemptsExceeded",
-    "PrivacyPlan",
+    "PrivacyAccounting",
     "PrivacyReport",
     "PrivateScore",
     "Release",
+    "RepeatAndSelect",
     "SQLiteJournal",
+    "SearchOptions",
     "SearchResult",
     "SearchSpace",
-    "SearchSpec",
     "Tuner",
     "Uniform",
     "__version__",
@@ -49,10 +50,11 @@ _LAZY = {
     "Tuner": "dphypo.search.tuner",
     "Release": "dphypo.search.tuner",
     "SearchResult": "dphypo.search.tuner",
+    "SearchOptions": "dphypo.search.options",
     "DataFailure": "dphypo.exceptions",
     "DphypoError": "dphypo.exceptions",
     "LostAttemptsExceeded": "dphypo.exceptions",
-    "PrivateScore": "dphypo.search.tuner",
+    "PrivateScore": "dphypo.search.records",
     "GPUCB": "dphypo.strategies",
     "Uniform": "dphypo.strategies",
     "SearchSpace": "dphypo.space",
@@ -60,27 +62,29 @@ _LAZY = {
     "Float": "dphypo.space",
     "Int": "dphypo.space",
     "Choice": "dphypo.space",
-    "PrivacyPlan": "dphypo.privacy",
+    "PrivacyAccounting": "dphypo.privacy",
     "PrivacyReport": "dphypo.privacy",
-    "SearchSpec": "dphypo.privacy",
+    "RepeatAndSelect": "dphypo.privacy",
     "Journal": "dphypo.search.storage",
     "SQLiteJournal": "dphypo.search.storage",
     "make_executor": "dphypo.search.execution",
 }
 
-#: Names of earlier releases and what replaced them (an old name fails with one line naming the new one).
+#: Names this version renamed (issue #21), and their replacements: an old name fails with one line naming the new one.
 _RENAMED = {
-    "SearchPrivacy": "dphypo.SearchSpec",
-    "PrivacyConfig": "dphypo.PrivacyPlan",
+    "PrivacyPlan": "dphypo.PrivacyAccounting",
+    "SearchSpec": "dphypo.RepeatAndSelect",
 }
 
 if TYPE_CHECKING:
     from dphypo.api import tune, tune_subsampled
     from dphypo.exceptions import DataFailure, DphypoError, LostAttemptsExceeded
-    from dphypo.privacy import PrivacyPlan, PrivacyReport, SearchSpec
+    from dphypo.privacy import PrivacyAccounting, PrivacyReport, RepeatAndSelect
     from dphypo.search.execution import make_executor
+    from dphypo.search.options import SearchOptions
+    from dphypo.search.records import PrivateScore
     from dphypo.search.storage import Journal, SQLiteJournal
-    from dphypo.search.tuner import PrivateScore, Release, SearchResult, Tuner
+    from dphypo.search.tuner import Release, SearchResult, Tuner
     from dphypo.space import Choice, Float, Int, LogFloat, SearchSpace
     from dphypo.strategies import GPUCB, Uniform
     from dphypo.train.recipe import DPSGD

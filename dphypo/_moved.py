@@ -1,7 +1,8 @@
-"""Modules of the flat 0.1 layout, and where they live now: importing an old path fails with one line naming it.
+"""Modules this version moved (issue #21), and where they live now: importing an old path fails with one line naming it.
 
-Installed by ``dphypo/__init__.py`` as a meta-path finder, so ``import dphypo.landscapes`` raises
-``ModuleNotFoundError: dphypo.landscapes moved to dphypo.simulation.landscapes`` instead of a bare "No module".
+Installed by ``dphypo/__init__.py`` as a meta-path finder, so ``import dphypo.train.plan`` raises
+``ModuleNotFoundError: dphypo.train.plan moved to dphypo.train.mechanism (DPSGDMechanism)`` instead of a bare "No
+module".
 """
 
 from __future__ import annotations
@@ -14,20 +15,13 @@ from types import ModuleType
 __all__ = ["MOVED_MODULES", "install"]
 
 MOVED_MODULES: dict[str, str] = {
-    "dphypo.tuner": "dphypo.search.tuner",
-    "dphypo.storage": "dphypo.search.storage",
-    "dphypo.executors": "dphypo.search.execution",
-    "dphypo.surrogate": "dphypo.strategies.surrogate",
-    "dphypo.landscapes": "dphypo.simulation.landscapes",
-    "dphypo.synthetic": "dphypo.simulation.synthetic",
-    "dphypo.simulate": "dphypo.simulation.simulate",
-    "dphypo.studies": "dphypo.simulation.studies",
-    "dphypo.plots": "dphypo.visualization",
-    "dphypo.train.build": "dphypo.simulation.builder",
-    "dphypo.privacy.audit": "dphypo.testing.audit",
-    "dphypo.privacy.distributions": "dphypo.privacy.run_counts",
-    "dphypo.privacy.binomial": "dphypo.privacy.run_counts",
-    "dphypo.train.private": "dphypo.train.plan (DPSGDPlan) and dphypo.train.opacus (make_private)",
+    "dphypo.strategies.surrogate": "dphypo.strategies.gp.fit",
+    "dphypo.strategies.posterior": "dphypo.strategies.gp.posterior",
+    "dphypo.strategies.gpucb": "dphypo.strategies.gp.rules (GPUCB) and dphypo.strategies.gp.session (GPSession)",
+    "dphypo.strategies.top_set": "dphypo.strategies.gp.rules",
+    "dphypo.search.plan": "dphypo.search.records (RunMechanism)",
+    "dphypo.train.plan": "dphypo.train.mechanism (DPSGDMechanism)",
+    "dphypo.privacy.plan": "dphypo.privacy.accounting (PrivacyAccounting)",
 }
 
 

@@ -30,7 +30,6 @@ __all__ = [
     "in_bounded_set",
     "lower_bound_for_top_mass",
     "project",
-    "project_kl_penalised",
     "softmax",
     "top_mass_density",
     "validate_prior",
@@ -447,91 +446,6 @@ def _project_cvxpy(p: np.ndarray, pi0: np.ndarray, C: float, c: float) -> np.nda
     return np.asarray(g.value, dtype=np.float64) / n
 
 
-# -- KL-penalised projection (App. C.1) ----------------------------------------------------------------------
-def project_kl_penalised(
-    density: ArrayLike,
-    prior: ArrayLike,
-    C: float,
-    c: float,
-    nu: float,
-    *,
-    solver: Literal["bisection", "cvxpy"] = "bisection",
-) -> np.ndarray:
-    """argmin_{f ∈ S_{C,c}(π⁽⁰⁾)} ‖f − π‖₂² + ν·KL(π ‖ f), KL(π ‖ f) = Σ π log(π / f) (DP-HyPO eq. C.1).
-
-    ν = 0 is the Euclidean projection; ν → ∞ tends to the moment (M-)projection min KL(π ‖ f). The problem is
-    strictly convex and separable apart from Σf = 1: for a multiplier λ each coordinate minimises
-    (f − π_i)² − ν·π_i·log f + λ·f over [c·π0_i, C·π0_i], whose unconstrained minimiser is the positive root
-    u_i(λ) of 2f² + (λ − 2π_i)·f − ν·π_i = 0, so f_i = clip(u_i(λ)). Σ_i f_i(λ) is non-increasing in λ.
-
-    * ``"bisection"`` (default, numpy only): bisect on λ to float resolution.
-    * ``"cvxpy"``: the exponential-cone problem with CLARABEL on the rescaled variable g = n·f, a reference
-      for small grids: it matched the bisection to 3e-8 (relative) at n = 320 but only to 1e-4 at n = 2500,
-      where CLARABEL reports "inaccurate" (measured with cvxpy 1.9 / CLARABEL; the bisection's KKT residual
-      is at round-off level there).
-
-    Args:
-        density: π, a probability vector (non-negative, summing to 1 within ``PRIOR_SUM_TOL``, renormalised);
-            KL(π ‖ f) needs it. Zero entries contribute nothing to the KL term.
-        prior: π⁽⁰⁾ as in :func:`project`.
-        C: upper ratio bound, ≥ 1.
-        c: lower ratio bound, 0 < c ≤ 1.
-        nu: penalty weight ν, finite, ≥ 0.
-        solver: ``"bisection"`` or ``"cvxpy"``.
-
-    Returns:
-        f of π's shape in S_{C,c}(π⁽⁰⁾) (bounds exact, Σf = 1 within a few ulps).
-    """
-    pi = _finite_array(density, "density")
-    if np.any(pi < 0):
-        raise ValueError(f"density must be a probability vector (non-negative), got min {pi.min()!r}")
-    total = float(pi.sum())
-    if abs(total - 1.0) > PRIOR_SUM_TOL:
-        raise ValueError(f"density must sum to 1 (within {PRIOR_SUM_TOL}) for the KL term, got sum {total!r}")
-    pi0 = validate_prior(prior, pi.shape)
-    C, c = _check_bounds(C, c)
-    nu = _real_scalar(nu, "nu")
-    if nu < 0:
-        raise ValueError(f"nu must be >= 0, got {nu!r}")
-    shape, pi, pi0 = pi.shape, (pi / total).ravel(), pi0.ravel()
-    lo, hi = c * pi0, C * pi0
-    if c == C:
-        return pi0.reshape(shape).copy()
-    if solver == "bisection":
-        # λ below every 2(π−hi) + νπ/hi puts all coordinates at hi; above every 2(π−lo) + νπ/lo at lo.
-        bracket = float(np.min(2 * (pi - hi) + nu * pi / hi)), float(np.max(2 * (pi - lo) + nu * pi / lo))
-        lam = _bisect_decreasing(lambda t: np.clip(_kl_root(pi, nu, t), lo, hi).sum(), bracket)
-        f = np.clip(_kl_root(pi, nu, lam), lo, hi)
-    elif solver == "cvxpy":
-        f = _project_kl_cvxpy(pi, pi0, C, c, nu)
-    else:
-        raise ValueError(f"solver must be 'bisection' or 'cvxpy', got {solver!r}")
-    return _remove_drift(f[None], lo, hi)[0].reshape(shape)
-
-
-def _kl_root(pi: np.ndarray, nu: float, lam: float) -> np.ndarray:
-    """Positive root of 2f² − b·f − ν·π = 0 with b = 2π − λ, in a cancellation-free form, shape (n,)."""
-    b = 2.0 * pi - lam
-    disc = np.sqrt(b * b + 8.0 * nu * pi)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # For b < 0 use root = 2νπ / (disc − b); disc − b > 0 there, and ν·π = 0 gives the root 0.
-        small = np.where(disc - b > 0, 2.0 * nu * pi / (disc - b), 0.0)
-    return np.where(b >= 0, (b + disc) / 4.0, small)
-
-
-def _project_kl_cvxpy(pi: np.ndarray, pi0: np.ndarray, C: float, c: float, nu: float) -> np.ndarray:
-    cp = _import_cvxpy()
-    n = pi.size
-    g = cp.Variable(n)  # f = g / n; the objective below is n² times (C.1), with O(1) entries throughout
-    # Σ kl_div(nπ, g) = n·Σ [π log(π/f) − π + f] = n·KL(π ‖ f), as Σπ = Σf = 1.
-    objective = cp.sum_squares(g - n * pi) + nu * n * cp.sum(cp.kl_div(n * pi, g))
-    constraints = [g >= c * n * pi0, g <= C * n * pi0, cp.sum(g) == n]
-    problem = cp.Problem(cp.Minimize(objective), constraints)
-    _solve(problem, cp, quadratic=False)
-    return np.asarray(g.value, dtype=np.float64) / n
-
-
-# -- membership ----------------------------------------------------------------------------------------------
 def in_bounded_set(
     f: ArrayLike, prior: ArrayLike, C: float, c: float, atol: float = 1e-12
 ) -> bool | np.ndarray:

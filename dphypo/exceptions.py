@@ -15,11 +15,11 @@ from dphypo.privacy.profiles import ProfileTooLargeError
 from dphypo.privacy.search_rdp import AdaptivePoissonError
 from dphypo.privacy.subsampled import SubsampledScopeError
 from dphypo.search.execution import WorkerLost
-from dphypo.search.loop import LostAttemptsExceeded
+from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.records import DataFailure, RunMisuse
 from dphypo.search.storage import JournalError, JournalMismatch
 from dphypo.train.data import DataNotFoundError
-from dphypo.train.plan import BudgetExceeded
+from dphypo.train.mechanism import BudgetExceeded
 
 __all__ = [
     "AdaptivePoissonError",

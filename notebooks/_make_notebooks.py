@@ -34,7 +34,7 @@ space = SearchSpace({"lr": LogFloat(1e-2, 10, 4 if SMALL else 16), "clip": Float
 n_train, n_val, space"""),
     new_markdown_cell("""`dphypo.tune` calibrates the DP-SGD noise σ so that the *whole search* costs ε = 8 at δ = 1e-5, including
 each run's noisy validation score (Gaussian noise with std 0.02·n_val on the count of correct predictions).
-`DPSGDObjective("digits")` trains under the plan the search hands to every run (`run.make_private`) and
+`DPSGDObjective("digits")` trains under the mechanism the search hands to every run (`run.make_private`) and
 returns `run.private_score(correct)`, which adds exactly that accounted noise. With your own training function,
 return `run.private_score(number_of_correct_validation_predictions)` the same way."""),
     new_code_cell("""training = DPSGD(n_train=n_train, n_val=n_val, batch_size=64, epochs=2 if SMALL else 10,
@@ -51,7 +51,7 @@ result = dphypo.tune(
 release = result.release
 print("released hyperparameters:", release.params)
 print("released (private) validation accuracy:", round(release.score, 4))
-print(f"total epsilon = {release.epsilon:.3f} at delta = {release.delta:g}; sigma = {release.plan.sigma:.4f}")
+print(f"total epsilon = {release.epsilon:.3f} at delta = {release.delta:g}; sigma = {release.mechanism.sigma:.4f}")
 print("breakdown: one run", round(release.privacy.base_epsilon, 3),
       "+ repetition", round(release.privacy.repetition_epsilon, 3),
       "+ adaptivity", round(release.privacy.adaptivity_epsilon, 3))"""),
@@ -71,12 +71,12 @@ and Papernot–Steinke Theorem 6 (Poisson T, uniform search only) on a dense gri
 RDP → (ε, δ) conversion."""),
     new_code_cell("""%matplotlib inline
 from dphypo.privacy import (
-    Poisson, SearchSpec, TruncatedNegativeBinomial, account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp,
+    Poisson, RepeatAndSelect, TruncatedNegativeBinomial, account, account_pure, calibrate_dpsgd_sigma, dpsgd_rdp,
     geometric,
 )
 
 q, steps, delta = 256 / 60000, 2344, 1e-5   # the paper's MNIST setting: batch 256 of 60,000, 10 epochs
-gp = SearchSpec(geometric(0.01), C=2.0, c=0.75)
+gp = RepeatAndSelect(geometric(0.01), C=2.0, c=0.75)
 report = account(dpsgd_rdp(0.71, q, steps), gp, delta)
 report.to_dict()"""),
     new_markdown_cell("""The breakdown says where the budget goes: one run, what the random number of runs adds, and what
@@ -84,7 +84,7 @@ adaptivity (the log(C/c) terms) adds. The same curve with C = c = 1 is Papernot�
     new_code_cell("""from dphypo.visualization import plot_epsilon_breakdown
 
 base = dpsgd_rdp(1.0, q, steps)
-reports = [(label, account(base, SearchSpec(geometric(0.05), C, c), delta))
+reports = [(label, account(base, RepeatAndSelect(geometric(0.05), C, c), delta))
            for label, C, c in [("uniform", 1, 1), ("C=1.25", 1.25, 0.8), ("C=1.5", 1.5, 2 / 3), ("C=2", 2, 0.75)]]
 plot_epsilon_breakdown(reports)"""),
     new_code_cell("""# Calibration: the smallest sigma for which the whole search meets epsilon = 8 (conservative, rtol 1e-4).
@@ -93,13 +93,13 @@ for name, search in [("uniform", gp.uniform()), ("GP C=2, c=0.75", gp)]:
     print(f"{name:16s} sigma = {cal.sigma:.4f}  epsilon = {cal.report.epsilon:.4f}  ({cal.evaluations} evaluations)")"""),
     new_code_cell("""# Run-count families at the same E[T] = 10 (uniform search, sigma = 1): the shape matters.
 for runs in [TruncatedNegativeBinomial.from_mean(t, 10) for t in (0.0, 0.5, 1.0)] + [Poisson(10.0)]:
-    r = account(dpsgd_rdp(1.0, q, 2340), SearchSpec(runs), delta)
+    r = account(dpsgd_rdp(1.0, q, 2340), RepeatAndSelect(runs), delta)
     print(f"{runs.name:12s} epsilon = {r.epsilon:.4f}  ({r.theorem})")"""),
     new_code_cell("""# Pure DP (Theorem 2): each run 1-DP, TNB(0.5) runs, C = 1.5, c = 0.8 -> (2 + theta)(eps + log(C/c)).
-account_pure(1.0, SearchSpec(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)).epsilon"""),
+account_pure(1.0, RepeatAndSelect(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)).epsilon"""),
     new_code_cell("""# An adaptive search with Poisson T has no theorem: dphypo refuses it.
 try:
-    SearchSpec(Poisson(10.0), C=2.0, c=0.75)
+    RepeatAndSelect(Poisson(10.0), C=2.0, c=0.75)
 except ValueError as err:
     print(err)"""),
 ]
@@ -138,18 +138,18 @@ for r in results:
     new_code_cell("""plot_accuracy_vs_T(results, best_value=uniform_land.best_value)"""),
     new_markdown_cell("""**Black-box setting**: the base landscape is fixed and adaptivity is paid on top — the total ε of each
 arm differs, and is printed beside its utility."""),
-    new_code_cell("""from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
-from dphypo.train import DPSGDPlan, load_dataset
+    new_code_cell("""from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, geometric
+from dphypo.train import DPSGDMechanism, load_dataset
 
 splits = load_dataset("digits")
 meta = uniform_land.metadata
-plan = DPSGDPlan(sigma=meta["sigma"], batch_size=meta["batch_size"], epochs=meta["epochs"],
+mechanism = DPSGDMechanism(sigma=meta["sigma"], batch_size=meta["batch_size"], epochs=meta["epochs"],
                  n_train=len(splits.y_train), n_val=len(splits.y_val), score_noise=meta["score_noise"] * len(splits.y_val))
 T = T_VALUES[-1]
 for C in (1.0, 1.25, 1.5):
     strategy = Uniform() if C == 1.0 else GPUCB()
     arm = simulate(uniform_land, [strategy], repeats=REPEATS, T=T, C=C, c=1 / C, seed=1, workers=1)[0]
-    eps = PrivacyPlan(SearchSpec(geometric(1 / T), C, 1 / C), plan.rdp(), 1e-5).account().epsilon
+    eps = PrivacyAccounting(RepeatAndSelect(geometric(1 / T), C, 1 / C), mechanism.rdp(), 1e-5).account().epsilon
     print(f"C={C:<5} {arm.strategy:8s} mean={arm.mean:.4f} CI=[{arm.ci95[0]:.4f}, {arm.ci95[1]:.4f}]"
           f"  total eps (geometric T, E[T]={T}) = {eps:.2f}")"""),
 ]

@@ -11,13 +11,13 @@ import pytest
 
 import dphypo.train.objective as objective_module
 from dphypo.api import tune, tune_subsampled
-from dphypo.privacy import Poisson, SearchSpec, account, calibrate_sigma, geometric
+from dphypo.privacy import Poisson, RepeatAndSelect, account, calibrate_sigma, geometric
 from dphypo.privacy.profiles import GaussianProfile
 from dphypo.privacy.run_counts import Binomial
 from dphypo.privacy.subsampled import SubsampledScopeError, accounting_orders, subsampled_tuning
 from dphypo.space import Grid, SearchSpace
 from dphypo.strategies import GPUCB, Uniform
-from dphypo.train import DPSGD, DPSGDObjective, DPSGDPlan, load_dataset
+from dphypo.train import DPSGD, DPSGDMechanism, DPSGDObjective, load_dataset
 from dphypo.train.data import DataSubset
 from tests._private import train_privately
 
@@ -36,12 +36,12 @@ def _tiny(**kw):
     return tune_subsampled(DPSGDObjective("digits"), SPACE, TRAINING, **opts)
 
 
-def _expected_plans(sigma: float, variant: int) -> tuple[DPSGDPlan, DPSGDPlan]:
-    """The plans the brief's semantics imply, rebuilt by hand from public sizes."""
+def _expected_plans(sigma: float, variant: int) -> tuple[DPSGDMechanism, DPSGDMechanism]:
+    """The mechanisms the brief's semantics imply, rebuilt by hand from public sizes."""
     m, m_val = round(Q * N_TRAIN), round(Q * N_VAL)
     n_final = N_TRAIN - m if variant == 1 else N_TRAIN
-    tuning = DPSGDPlan(sigma=sigma, batch_size=BATCH, epochs=1, n_train=m, n_val=m_val, score_noise=SCORE_NOISE)
-    final = DPSGDPlan(sigma=sigma, batch_size=round(BATCH * n_final / m), epochs=1, n_train=n_final)
+    tuning = DPSGDMechanism(sigma=sigma, batch_size=BATCH, epochs=1, n_train=m, n_val=m_val, score_noise=SCORE_NOISE)
+    final = DPSGDMechanism(sigma=sigma, batch_size=round(BATCH * n_final / m), epochs=1, n_train=n_final)
     return tuning, final
 
 
@@ -49,14 +49,14 @@ def _expected_plans(sigma: float, variant: int) -> tuple[DPSGDPlan, DPSGDPlan]:
 def test_release_epsilon_is_the_kk_accountant_and_lr_is_transferred(variant: int) -> None:
     result = _tiny(sigma=1.0, variant=variant)
     tuning, final = _expected_plans(1.0, variant)
-    search = SearchSpec(geometric(1 / 3))
+    search = RepeatAndSelect(geometric(1 / 3))
     orders = accounting_orders()
     expected = subsampled_tuning(tuning.rdp(orders), search, Q, variant, 1e-5, final=final.training_rdp(orders))
     release, info = result.release, result.subsampling
     assert release.epsilon == expected.epsilon and release.privacy.epsilon == expected.epsilon
     assert release.privacy.method == info.method == ("koskela-kulkarni-thm1-variant1" if variant == 1
                                                       else "koskela-kulkarni-zhu-wang-variant2")
-    assert release.plan == final and info.tuning_plan == tuning
+    assert release.mechanism == final and info.tuning_mechanism == tuning
     factor = (1 - Q) / Q if variant == 1 else 1 / Q  # KK Sec. 3.2 with nominal sizes
     assert info.transferred_lr == pytest.approx(info.tuned_lr * factor, rel=1e-12)
     assert release.params == {**info.tuned_params, "lr": info.transferred_lr}
@@ -118,6 +118,7 @@ def _never_called(params, run):  # pragma: no cover - reaching it is the failure
 
 
 _never_called.with_subset = lambda subset: _never_called  # type: ignore[attr-defined]
+_never_called.optimizer = "sgd"  # type: ignore[attr-defined]  # a SubsetObjective: with_subset and optimizer
 
 
 def test_out_of_scope_configurations_are_refused_before_training() -> None:
@@ -136,17 +137,16 @@ def test_out_of_scope_configurations_are_refused_before_training() -> None:
         tune_subsampled(_never_called, SPACE, TRAINING, runs=geometric(0.5), **{**common, "fraction": 1.0})
 
 
-def test_arguments_of_the_earlier_signature_name_their_replacement() -> None:
-    with pytest.raises(TypeError, match=r"no longer takes tune_fraction=; pass dphypo.tune_subsampled"):
-        tune(_never_called, SPACE, TRAINING, sigma=1.0, tune_fraction=Q)
-    with pytest.raises(TypeError, match=r"no longer takes C=; pass strategy=GPUCB\(C="):
-        tune(_never_called, SPACE, TRAINING, sigma=1.0, C=2.0)
-    with pytest.raises(TypeError, match=r"no longer takes n_train=; pass training=DPSGD\("):
-        tune_subsampled(_never_called, SPACE, TRAINING, sigma=1.0, fraction=Q, n_train=10)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+def test_an_unknown_argument_names_the_search_options() -> None:
+    options = "its search options are direction, seed, executor, journal, runs_per_update, progress"
+    with pytest.raises(TypeError, match=rf"^tune\(\) got an unexpected keyword argument 'colour' \({options}\)$"):
         tune(_never_called, SPACE, TRAINING, sigma=1.0, colour=1)
+    with pytest.raises(TypeError, match=r"^tune_subsampled\(\) got an unexpected keyword argument 'n_train'"):
+        tune_subsampled(_never_called, SPACE, TRAINING, sigma=1.0, fraction=Q, n_train=10)
     with pytest.raises(TypeError, match=r"training must be a dphypo\.train\.DPSGD"):
-        tune(_never_called, SPACE, DPSGDPlan(sigma=1.0, batch_size=8, epochs=1, n_train=100), sigma=1.0)
+        tune(_never_called, SPACE, DPSGDMechanism(sigma=1.0, batch_size=8, epochs=1, n_train=100), sigma=1.0)
+    with pytest.raises(ValueError, match="does not support a journal"):
+        tune_subsampled(_never_called, SPACE, TRAINING, sigma=1.0, fraction=Q, journal="j.db")
 
 
 # -- uniform tune: calibration through the per-run privacy profile --------------------------------------------
@@ -154,16 +154,16 @@ def test_plan_profile_composes_training_and_score_like_one_gaussian() -> None:
     # Full-batch DP-SGD (rate 1) for E steps = Gaussian with σ/√E; composed with the score's N(0, z²):
     # one Gaussian with σ_eff = (E/σ² + 1/z²)^(-1/2) (closed form, Balle & Wang 2018, Theorem 8).
     sigma, epochs, z = 3.0, 4, 2.5
-    plan = DPSGDPlan(sigma=sigma, batch_size=50, epochs=epochs, n_train=50, n_val=10, score_noise=z)
-    assert plan.sample_rate == 1.0 and plan.steps == epochs
+    mechanism = DPSGDMechanism(sigma=sigma, batch_size=50, epochs=epochs, n_train=50, n_val=10, score_noise=z)
+    assert mechanism.sample_rate == 1.0 and mechanism.steps == epochs
     exact = GaussianProfile((epochs / sigma**2 + 1 / z**2) ** -0.5)
-    profile = plan.profile(discretization=1e-4)
+    profile = mechanism.profile(discretization=1e-4)
     eps = np.array([0.25, 0.5, 1.0, 2.0])
     got, want = profile.delta(eps), exact.delta(eps)
     assert np.all(got >= want * (1 - 1e-9))  # pessimistic: an upper bound
     np.testing.assert_allclose(got, want, rtol=2e-2)
     assert profile.epsilon(1e-5) == pytest.approx(exact.epsilon(1e-5), abs=5e-3)
-    without_score = DPSGDPlan(sigma=sigma, batch_size=50, epochs=epochs, n_train=50).profile()
+    without_score = DPSGDMechanism(sigma=sigma, batch_size=50, epochs=epochs, n_train=50).profile()
     assert without_score.epsilon(1e-5) < profile.epsilon(1e-5)
 
 
@@ -176,13 +176,13 @@ def test_uniform_tune_calibrates_with_the_profile_and_reports_both_methods() -> 
     training = DPSGD(n_train=N_TRAIN, n_val=N_VAL, batch_size=64, epochs=10, score_noise=20.0)
     kw = dict(runs=geometric(0.1), epsilon=3.0, seed=1)
     uniform = tune(_constant, SPACE, training, strategy=Uniform(), **kw).release
-    plan = uniform.plan
+    mechanism = uniform.mechanism
 
     def rdp_for(s: float):
-        return DPSGDPlan(sigma=s, batch_size=64, epochs=10, n_train=N_TRAIN, n_val=N_VAL, score_noise=20.0).rdp()
+        return DPSGDMechanism(sigma=s, batch_size=64, epochs=10, n_train=N_TRAIN, n_val=N_VAL, score_noise=20.0).rdp()
 
-    rdp_only = calibrate_sigma(3.0, 1e-5, SearchSpec(geometric(0.1)), rdp_for).sigma
-    assert plan.sigma <= rdp_only
+    rdp_only = calibrate_sigma(3.0, 1e-5, RepeatAndSelect(geometric(0.1)), rdp_for).sigma
+    assert mechanism.sigma <= rdp_only
     methods = uniform.privacy.methods
     assert {"rdp", "rdp-theorem-b", "profile-tnb"} == set(methods)
     # every valid bound is evaluated; here Theorem B at C = c = 1 is the smallest (computed at σ 1.959: 3.000, against

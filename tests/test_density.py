@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -17,7 +16,6 @@ from dphypo.density import (
     in_bounded_set,
     lower_bound_for_top_mass,
     project,
-    project_kl_penalised,
     softmax,
     top_mass_density,
     validate_prior,
@@ -291,63 +289,6 @@ def test_exact_matches_cvxpy_on_rescaled_problem(n: int, C: float, c: float, bet
         exact = project(p, prior, C, c)
         reference = project(p, prior, C, c, solver="cvxpy")
         np.testing.assert_allclose(exact, reference, rtol=1e-8, atol=0)
-
-
-# -- KL-penalised projection (App. C.1) ----------------------------------------------------------------------
-def _kl(pi: np.ndarray, f: np.ndarray) -> float:
-    mask = pi > 0
-    return float(np.sum(pi[mask] * np.log(pi[mask] / f[mask])))
-
-
-@settings(max_examples=100, deadline=None)
-@given(problems(max_n=30), st.floats(0.0, 5.0))
-def test_kl_penalised_in_set_and_nu_zero_is_euclidean(problem: tuple, nu: float) -> None:
-    _, prior, C, c = problem
-    pi = softmax(np.random.default_rng(prior.size).normal(size=prior.size), 5.0)
-    f = project_kl_penalised(pi, prior, C, c, nu)
-    _assert_in_set(f, prior, C, c)
-    np.testing.assert_allclose(project_kl_penalised(pi, prior, C, c, 0.0), project(pi, prior, C, c), atol=1e-15)
-
-
-def test_kl_penalised_stationarity_and_monotone_penalty() -> None:
-    rng = np.random.default_rng(7)
-    n = 200
-    pi = softmax(rng.normal(size=n), 4.0)
-    pi[:5] = 0.0
-    pi /= pi.sum()
-    prior = validate_prior(np.full(n, 1.0 / n))
-    lo, hi = 0.2 * prior, 5.0 * prior
-    kls = []
-    for nu in (0.0, 0.01, 0.1, 1.0):
-        f = project_kl_penalised(pi, prior, 5.0, 0.2, nu)
-        free = (f > lo * (1 + 1e-13)) & (f < hi * (1 - 1e-13))  # drift removal may move entries by ulps
-        # KKT: 2(f − π) − νπ/f + λ = 0 on free coordinates, so λ is the same for all of them.
-        lam = -(2 * (f - pi) - nu * pi / f)[free]
-        assert np.ptp(lam) <= 1e-12
-        kls.append(_kl(pi, f))
-    assert all(a >= b - 1e-15 for a, b in itertools.pairwise(kls)), kls
-
-
-@pytest.mark.parametrize("nu", [0.05, 1.0])
-def test_kl_penalised_matches_cvxpy(nu: float) -> None:
-    pytest.importorskip("cvxpy")
-    rng = np.random.default_rng(11)
-    n = 60
-    pi = softmax(rng.normal(size=n), 3.0)
-    w = rng.uniform(0.5, 2.0, size=n)
-    prior = w / w.sum()
-    ours = project_kl_penalised(pi, prior, 3.0, 0.3, nu)
-    reference = project_kl_penalised(pi, prior, 3.0, 0.3, nu, solver="cvxpy")
-    np.testing.assert_allclose(ours, reference, rtol=1e-6)
-
-
-@pytest.mark.parametrize(
-    ("density", "nu", "match"),
-    [([0.5, 0.6], 1.0, "must sum to 1"), ([1.5, -0.5], 1.0, "non-negative"), ([0.5, 0.5], -1.0, "nu must be")],
-)
-def test_kl_penalised_rejects_bad_input(density: list, nu: float, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        project_kl_penalised(density, [0.5, 0.5], 2.0, 0.5, nu)
 
 
 # -- batch-native ---------------------------------------------------------------------------------------------

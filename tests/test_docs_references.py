@@ -42,3 +42,33 @@ def _paths() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("doc", "path"), _paths())
 def test_a_file_the_docs_point_to_exists(doc: str, path: str) -> None:
     assert (ROOT / path).is_file(), f"{doc} points to {path}, which does not exist"
+
+
+#: A test the docs cite, e.g. `tests/search/test_tuner.py::test_every_sampling_density_is_projected`; a bare
+#: `::name` in the same line refers to the last file named before it.
+CITED = re.compile(r"(tests/[A-Za-z0-9_./]+\.py)?::([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _cited_tests() -> list[tuple[str, str, str]]:
+    cited = set()
+    for doc in DOCS:
+        for line in doc.read_text().splitlines():
+            current = None
+            for path, name in CITED.findall(line):
+                current = path or current
+                if current is not None:
+                    cited.add((doc.relative_to(ROOT).as_posix(), current, name))
+    return sorted(cited)
+
+
+def test_the_docs_cite_tests() -> None:
+    assert len(_cited_tests()) > 10
+
+
+@pytest.mark.parametrize(("doc", "path", "name"), _cited_tests())
+def test_a_test_the_docs_cite_exists(doc: str, path: str, name: str) -> None:
+    source = ROOT / path
+    assert source.is_file(), f"{doc} cites {path}, which does not exist"
+    assert re.search(rf"^(?:async )?def {name}\(", source.read_text(), flags=re.M), (
+        f"{doc} cites {path}::{name}, which is not a test of that file"
+    )

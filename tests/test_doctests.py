@@ -18,9 +18,11 @@ OBJECTS: tuple[str, ...] = (
     "dphypo.api.tune",
     "dphypo.search.tuner.Tuner",
     "dphypo.space.SearchSpace",
+    "dphypo.space.SearchSpace.from_optuna",
     "dphypo.strategies.GPUCB",
     "dphypo.privacy.account",
     "dphypo.privacy.calibrate_sigma",
+    "dphypo.integrations.optuna.tune_optuna",
 )
 #: Examples being written right now: object -> owner. The lead empties this at the end.
 PENDING: dict[str, str] = {}

@@ -18,13 +18,13 @@ from torch import nn
 
 import dphypo
 from dphypo.cli import run as cli
-from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
-from dphypo.search.records import RunMisuse
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, gaussian_rdp, geometric
+from dphypo.search.records import PrivateScore, RunMisuse
 from dphypo.search.storage import SQLiteJournal
-from dphypo.search.tuner import PrivateScore, Tuner
+from dphypo.search.tuner import Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train import DPSGDObjective
-from dphypo.train.plan import DPSGDPlan
+from dphypo.train.mechanism import DPSGDMechanism
 from tests._private import train_privately
 
 TINY_SPACE = SearchSpace({"lr": Grid([0.3, 1.0], scale="log"), "clip": Grid([0.5, 2.0])})
@@ -99,7 +99,7 @@ def test_no_generator_on_the_private_path_is_seeded_from_a_constant(monkeypatch:
 
 
 def test_two_default_searches_draw_different_T_and_noise() -> None:
-    privacy = PrivacyPlan(SearchSpec(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.05)), gaussian_rdp(4.0), 1e-5)
     space = SearchSpace({"x": Grid([i / 9 for i in range(10)])})
     tuners = [Tuner(lambda p, r: float(r.rng.normal()), space, privacy) for _ in range(2)]
     assert tuners[0].seed != tuners[1].seed
@@ -149,27 +149,27 @@ def test_the_release_mode_progress_label_has_no_run_count() -> None:
 
 
 # -- rule 4: a score must be privatised by the accounted mechanism ------------------------------------------------
-def _plan() -> DPSGDPlan:
-    return DPSGDPlan(sigma=1.0, batch_size=10, epochs=1, n_train=100, n_val=50, score_noise=5.0)
+def _plan() -> DPSGDMechanism:
+    return DPSGDMechanism(sigma=1.0, batch_size=10, epochs=1, n_train=100, n_val=50, score_noise=5.0)
 
 
-def _privacy_for(plan: DPSGDPlan) -> PrivacyPlan:
-    return PrivacyPlan(SearchSpec(geometric(0.5)), plan.rdp(), 1e-5)
+def _privacy_for(mechanism: DPSGDMechanism) -> PrivacyAccounting:
+    return PrivacyAccounting(RepeatAndSelect(geometric(0.5)), mechanism.rdp(), 1e-5)
 
 
-def test_a_bare_score_is_refused_when_the_plan_releases_a_noisy_score() -> None:
-    plan = _plan()
+def test_a_bare_score_is_refused_when_the_mechanism_releases_a_noisy_score() -> None:
+    mechanism = _plan()
 
     def objective(params: dict, run) -> float:
         train_privately(run)
         return 0.9
 
     with pytest.raises(TypeError, match=r"run.private_score\(count\)"):
-        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1).run()
+        Tuner(objective, TINY_SPACE, _privacy_for(mechanism), mechanism=mechanism, seed=1).run()
 
 
 def test_private_score_adds_the_planned_noise_to_a_count_in_range() -> None:
-    plan = _plan()
+    mechanism = _plan()
     seen: list[PrivateScore] = []
 
     def objective(params: dict, run) -> PrivateScore:
@@ -178,7 +178,7 @@ def test_private_score_adds_the_planned_noise_to_a_count_in_range() -> None:
         seen.append(score)
         return score
 
-    result = Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1).run()
+    result = Tuner(objective, TINY_SPACE, _privacy_for(mechanism), mechanism=mechanism, seed=1).run()
     values = np.array([s.value for s in seen])
     assert result.release.score in values
     assert np.all(values != 40 / 50) and np.std(values * 50) > 0  # noisy, and noise differs per run
@@ -199,7 +199,7 @@ def test_a_misuse_of_the_run_stops_the_search_loudly_even_if_the_objective_catch
 ) -> None:
     # Each would release something the accounted epsilon does not cover (a second noisy view, a score scaled
     # past 1, a model trained without DP-SGD, a clip of 0): a bug of the objective, never a "data failure".
-    plan = _plan()
+    mechanism = _plan()
 
     def objective(params: dict, run) -> PrivateScore:
         if misuse != "no private training":
@@ -213,7 +213,8 @@ def test_a_misuse_of_the_run_stops_the_search_loudly_even_if_the_objective_catch
         except Exception:
             return run.private_score(40) if not run.scores else run.scores[0]
 
-    tuner = Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, journal=tmp_path / "j.db")
+    tuner = Tuner(objective, TINY_SPACE, _privacy_for(mechanism), mechanism=mechanism, seed=1,
+                  journal=tmp_path / "j.db")
     with pytest.raises(RunMisuse, match=message):
         tuner.run()
     with SQLiteJournal.open(tmp_path / "j.db", read_only=True) as journal:
@@ -239,7 +240,7 @@ def test_an_api_search_refuses_non_positive_learning_rates_and_clipping_norms_be
 
 
 def test_a_score_made_by_another_run_is_refused() -> None:
-    plan = _plan()
+    mechanism = _plan()
     stolen: list[PrivateScore] = []
 
     def objective(params: dict, run) -> PrivateScore:
@@ -249,7 +250,7 @@ def test_a_score_made_by_another_run_is_refused() -> None:
         return stolen[0]
 
     with pytest.raises(TypeError, match="made by run 0"):
-        Tuner(objective, TINY_SPACE, _privacy_for(plan), plan=plan, seed=1, runs_per_update=1).run()
+        Tuner(objective, TINY_SPACE, _privacy_for(mechanism), mechanism=mechanism, seed=1, runs_per_update=1).run()
 
 
 def test_the_released_model_is_the_plain_module_not_opacus_wrapper() -> None:
@@ -278,7 +279,7 @@ def test_a_search_through_the_api_does_not_repeat_torchs_backward_hook_warning(r
 
 
 def test_a_misconfigured_objective_fails_every_run_and_the_curator_is_told() -> None:
-    privacy = PrivacyPlan(SearchSpec(geometric(0.3)), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.3)), gaussian_rdp(4.0), 1e-5)
 
     def broken(params: dict, run) -> float:
         raise KeyError("learning_rate")  # a bug, not the data: still scored worst (it cannot be told apart)

@@ -1,4 +1,4 @@
-"""Names of the 0.1 layout a user may have typed fail with one line naming their replacement (issue #13)."""
+"""Names this version renamed or moved fail with one line naming their replacement (issue #21)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,26 @@ def test_an_old_module_path_names_the_new_one(old: str) -> None:
         importlib.import_module(module)  # every new path named exists
 
 
-@pytest.mark.parametrize(("old", "new"), [("SearchPrivacy", "SearchSpec"), ("PrivacyConfig", "PrivacyPlan")])
+@pytest.mark.parametrize(("old", "new"), [("PrivacyPlan", "PrivacyAccounting"), ("SearchSpec", "RepeatAndSelect")])
 def test_an_old_top_level_name_names_the_new_one(old: str, new: str) -> None:
     with pytest.raises(AttributeError, match=f"^dphypo.{old} was renamed dphypo.{new}$"):
         getattr(dphypo, old)
     assert getattr(dphypo, new).__name__ == new
+
+
+@pytest.mark.parametrize(("module", "old", "new"), [
+    ("dphypo.train", "DPSGDPlan", "dphypo.train.DPSGDMechanism"),
+    ("dphypo.search.storage", "SealedPlan", "dphypo.search.storage.SealedSearch"),
+    ("dphypo.search.storage", "plan_digest", "dphypo.search.storage.seal_digest"),
+    ("dphypo.strategies", "GPUCBSession", "dphypo.strategies.GPSession"),
+    ("dphypo.strategies", "oriented_scores", "dphypo.strategies.orient"),
+])
+def test_an_old_name_in_a_subpackage_names_the_new_one(module: str, old: str, new: str) -> None:
+    package = importlib.import_module(module)
+    with pytest.raises(AttributeError, match=f"^{re.escape(module)}.{old} was renamed {re.escape(new)}$"):
+        getattr(package, old)
+    owner, _, name = new.rpartition(".")
+    assert getattr(importlib.import_module(owner), name) is not None
 
 
 def test_unknown_modules_and_names_still_fail_plainly() -> None:

@@ -1,8 +1,8 @@
 """``dphypo.tune``: a private DP-SGD hyperparameter search with one honest (ε, δ), in one call.
 
-The function builds the privacy plan (run-count distribution, the strategy's density bounds, the per-run DP-SGD
-plan), calibrates the noise multiplier so the *whole search* meets the budget (or accounts a given σ), and runs the
-DP-HyPO loop. Your training function receives the calibrated plan through ``run``::
+The function builds the privacy mechanism (run-count distribution, the strategy's density bounds, the per-run DP-SGD
+mechanism), calibrates the noise multiplier so the *whole search* meets the budget (or accounts a given σ), and runs the
+DP-HyPO loop. Your training function receives the calibrated mechanism through ``run``::
 
     def train(params, run):
         model, optimizer, loader = run.make_private(model, optimizer, loader, max_grad_norm=params["clip"])
@@ -11,60 +11,34 @@ DP-HyPO loop. Your training function receives the calibrated plan through ``run`
 
 Calibration and the release use the minimum over every valid bound. For a uniform search (C = c = 1) the
 privacy profile of one whole run (the DP-SGD PLD composed with the Gaussian PLD of the score noise,
-:meth:`dphypo.train.DPSGDPlan.profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP
+:meth:`dphypo.train.DPSGDMechanism.profile`) adds the Koskela-Redberg-Wang 2024 profile bounds to the RDP
 accountant; adaptive searches (C > c) are accounted with RDP only (Theorem B of docs/proofs/adaptive.md: no
 profile bound is proven for them).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Unpack
 
-from dphypo.privacy import PrivacyPlan, RunCountDistribution, SearchSpec, calibrate_sigma, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, calibrate_sigma, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
 from dphypo.privacy.profiles import PldProfile, ProfileSkipped
-from dphypo.search.tuner import Objective, SearchResult, Tuner
+from dphypo.search.evaluation import Objective
+from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_options
+from dphypo.search.tuner import SearchResult, Tuner
 from dphypo.space import SearchSpace
-from dphypo.strategies import GPUCB, Direction, Strategy, Uniform
+from dphypo.strategies import GPUCB, Strategy, Uniform
 from dphypo.train.objective import check_dpsgd_space
 from dphypo.train.recipe import DPSGD
 
 if TYPE_CHECKING:
-    from dphypo.search.execution import Executor
-    from dphypo.train.plan import DPSGDPlan
+    from dphypo.train.mechanism import DPSGDMechanism
 
-__all__ = ["DEFAULT_RUNS", "check_removed_arguments", "profile_or_skipped", "resolve_strategy", "tune"]
+__all__ = ["DEFAULT_RUNS", "profile_or_skipped", "resolve_strategy", "tune"]
 
 #: Default run count: geometric with E[T] = 20 (a few minutes on a CPU for the digits demo).
 DEFAULT_RUNS = geometric(0.05)
-
-
-_TRAINING = "training=DPSGD(batch_size=..., epochs=..., n_train=..., n_val=..., score_noise=..., secure_mode=...)"
-_STRATEGY = "strategy=GPUCB(C=..., c=..., tau=..., beta=..., scale=...)"
-_SUBSAMPLED = "dphypo.tune_subsampled(..., fraction=..., variant=...)"
-#: Arguments of the 0.1 ``tune`` that moved, and where they went (a user who typed one gets one line naming it).
-REMOVED_ARGUMENTS: dict[str, str] = {
-    **dict.fromkeys(("n_train", "batch_size", "epochs", "n_val", "score_noise", "secure_mode"), _TRAINING),
-    **dict.fromkeys(("C", "c", "tau", "beta", "scale"), _STRATEGY),
-    "tune_fraction": _SUBSAMPLED,
-    "subsampled_variant": _SUBSAMPLED,
-    "train_fn": "the first positional argument (objective)",
-}
-
-
-def check_removed_arguments(function: str, given: Mapping[str, Any]) -> None:
-    """Refuse arguments of an earlier signature with one line naming their replacement.
-
-    Raises:
-        TypeError: ``given`` is not empty.
-    """
-    for name in given:
-        where = REMOVED_ARGUMENTS.get(name)
-        if where is None:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
-        raise TypeError(f"{function}() no longer takes {name}=; pass {where}")
 
 
 def resolve_strategy(strategy: Strategy | str | None) -> Strategy:
@@ -90,18 +64,43 @@ def resolve_strategy(strategy: Strategy | str | None) -> Strategy:
     return strategy
 
 
-def search_spec(strategy: Strategy, runs: RunCountDistribution | None) -> SearchSpec:
+def accounted_search(strategy: Strategy, runs: RunCountDistribution | None) -> RepeatAndSelect:
     """The accounted search: T's distribution and the strategy's own density bounds (C, c)."""
-    return SearchSpec(runs if runs is not None else DEFAULT_RUNS, strategy.C, strategy.c)
+    return RepeatAndSelect(runs if runs is not None else DEFAULT_RUNS, strategy.C, strategy.c)
 
 
-def profile_or_skipped(plan: DPSGDPlan) -> PldProfile | ProfileSkipped:
+def checked_search(
+    space: SearchSpace, training: DPSGD, strategy: Strategy | str | None, runs: RunCountDistribution | None, *,
+    epsilon: float | None, sigma: float | None,
+) -> tuple[Strategy, RepeatAndSelect]:
+    """The arguments :func:`tune` and :func:`~dphypo.api.tune_subsampled` share, checked; the strategy and search.
+
+    Returns:
+        The strategy ``strategy`` names (:func:`resolve_strategy`) and the search it is accounted with
+        (:func:`accounted_search`).
+
+    Raises:
+        TypeError: ``training`` is not a :class:`~dphypo.train.DPSGD`, or ``strategy`` is no strategy.
+        ValueError: A space DP-SGD cannot search, not exactly one of ``epsilon`` and ``sigma``, an unknown strategy
+            name, or a search no theorem accounts.
+    """
+    if not isinstance(training, DPSGD):
+        raise TypeError(f"training must be a dphypo.train.DPSGD, got {training!r}")
+    check_dpsgd_space(space)
+    if (epsilon is None) == (sigma is None):
+        raise ValueError("give exactly one of epsilon (total budget to calibrate for) or sigma (fixed noise)")
+    chosen = resolve_strategy(strategy)
+    return chosen, accounted_search(chosen, runs)
+
+
+def profile_or_skipped(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped:
     """The per-run PLD, or a ProfileSkipped the accountant reports when it would exceed its size cap.
 
     The same construction as ``dphypo account`` and ``dphypo calibrate``
     (:func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile_or_skip`), so all three print the same ε.
     """
-    return dpsgd_run_profile_or_skip(plan.sigma, plan.sample_rate, plan.steps, score_noise=plan.score_noise)
+    return dpsgd_run_profile_or_skip(mechanism.sigma, mechanism.sample_rate, mechanism.steps,
+                                     score_noise=mechanism.score_noise)
 
 
 def tune(
@@ -114,14 +113,9 @@ def tune(
     delta: float = 1e-5,
     strategy: Strategy | str | None = None,
     runs: RunCountDistribution | None = None,
-    direction: Direction = "maximize",
-    seed: int | None = None,
-    executor: Executor | str | None = None,
-    journal: str | os.PathLike[str] | None = None,
-    runs_per_update: int | None = None,
     max_lost: int = 0,
-    progress: Callable[[int], None] | None = None,
-    **removed: Any,
+    options: SearchOptions | None = None,
+    **option_fields: Unpack[SearchOptionFields],
 ) -> SearchResult:
     """Run a private hyperparameter search of DP-SGD candidates and release the best one with its total (ε, δ).
 
@@ -140,24 +134,20 @@ def tune(
             ``C`` and ``c`` are the accounted density bounds. ``"uniform"``/``"gp"`` name those two with their
             defaults. Uniform is the default because the equal-ε studies favour it at ε = 8, E[T] = 20.
         runs: Distribution of the number of runs T (default: geometric, E[T] = 20).
-        direction: ``"maximize"`` or ``"minimize"`` the score.
-        seed: Seed of the whole search (T, candidates, batches, DP-SGD noise, score noise). ``None`` (default):
-            128 bits of fresh OS entropy, kept only in the curator-only history and journal. A given seed is a
-            **curator secret** (anyone who knows it can recompute T and the noise): never a public value.
-        executor: Where runs execute: ``"sequential"`` (default), ``"process"``, ``"ray"`` or an
-            :class:`~dphypo.search.execution.Executor` (see :class:`~dphypo.search.tuner.Tuner`).
-        journal: Crash-safe journal file (curator only): a new search is sealed into it, an interrupted one
-            resumes from it without redrawing T (see ``docs/parallel.md``).
-        runs_per_update: Candidates drawn from one projected density per update (default: one per worker).
         max_lost: Attempts the search may lose to a dead worker or process (kill -9, a lost Ray node) and still
             release; each is charged up front as one more released run, and ε and the calibrated σ include the
             charge whether or not it is used. One more loss stops the search without a release
             (docs/parallel.md). Default 0: any loss stops the search.
-        progress: Called with the number of completed runs (never with scores).
-        **removed: Arguments of the earlier signature are refused with one line naming their replacement.
+        options: How the search runs (:class:`~dphypo.search.options.SearchOptions`): ``direction``, the secret
+            ``seed`` (default: 128 bits of fresh OS entropy, kept only in the curator-only history and journal),
+            ``executor`` (``"sequential"``, ``"process"``, ``"ray"`` or an Executor), ``journal`` (a crash-safe
+            file: a new search is sealed into it, an interrupted one resumes without redrawing T),
+            ``runs_per_update`` and ``progress`` (called with run counts, never scores).
+        **option_fields: The same fields as keywords (e.g. ``seed=1, executor="process"``), replacing those of
+            ``options``.
 
     Returns:
-        The publishable ``release`` (best params, score, artifact, ε, δ, and the plan) and the curator-only
+        The publishable ``release`` (best params, score, artifact, ε, δ, and the mechanism) and the curator-only
         ``history``.
 
     Example:
@@ -183,31 +173,25 @@ def tune(
         >>> result.release.epsilon <= 4.0, result.release.params["lr"] in space.axes["lr"].values
         (True, True)
     """
-    check_removed_arguments("tune", removed)
-    if not isinstance(training, DPSGD):
-        raise TypeError(f"training must be a dphypo.train.DPSGD, got {training!r}")
-    check_dpsgd_space(space)
-    if (epsilon is None) == (sigma is None):
-        raise ValueError("give exactly one of epsilon (total budget to calibrate for) or sigma (fixed noise)")
-    chosen = resolve_strategy(strategy)
-    search = search_spec(chosen, runs)
+    run_options = resolve_options("tune", options, option_fields)
+    chosen, search = checked_search(space, training, strategy, runs, epsilon=epsilon, sigma=sigma)
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
     profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
     if not search.adaptive:
         def profile_for(s: float) -> PldProfile | ProfileSkipped:
-            return profile_or_skipped(training.plan(s))
+            return profile_or_skipped(training.mechanism(s))
 
-    def tuner(plan: DPSGDPlan, profile: PldProfile | ProfileSkipped | None = None) -> Tuner:
-        privacy = PrivacyPlan(search, plan.rdp(), delta, profile=profile, max_lost=max_lost)
-        return Tuner(objective, space, privacy, strategy=chosen, direction=direction, seed=seed, plan=plan,
-                     progress=progress, executor=executor, journal=journal, runs_per_update=runs_per_update)
+    def tuner(mechanism: DPSGDMechanism, profile: PldProfile | ProfileSkipped | None = None) -> Tuner:
+        privacy = PrivacyAccounting(search, mechanism.rdp(), delta, profile=profile, max_lost=max_lost)
+        return Tuner(objective, space, privacy, strategy=chosen, mechanism=mechanism, options=run_options)
 
-    if journal is not None:  # a changed resume is refused before σ is calibrated (the σ-dependent fields later)
-        tuner(training.plan(1.0 if sigma is None else sigma)).check_journal(
-            ignore=("privacy.base", "privacy.profile", "plan"))
+    # A changed resume is refused before σ is calibrated (the σ-dependent fields later).
+    if run_options.journal is not None:
+        tuner(training.mechanism(1.0 if sigma is None else sigma)).check_journal(
+            ignore=("privacy.base", "privacy.profile", "mechanism"))
     if epsilon is not None:
-        sigma = calibrate_sigma(epsilon, delta, search, lambda s: training.plan(s).rdp(),
+        sigma = calibrate_sigma(epsilon, delta, search, lambda s: training.mechanism(s).rdp(),
                                 profile_for_sigma=profile_for, max_lost=max_lost).sigma
     assert sigma is not None
-    plan = training.plan(sigma)
-    return tuner(plan, None if profile_for is None else profile_for(sigma)).run()
+    mechanism = training.mechanism(sigma)
+    return tuner(mechanism, None if profile_for is None else profile_for(sigma)).run()

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, SearchSpec, make_run_count
+from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, RepeatAndSelect, make_run_count
 
 if TYPE_CHECKING:
     from dphypo.strategies import Scale, Strategy
@@ -136,12 +136,12 @@ MaxRunsOpt = Annotated[int | None, typer.Option("--max-runs", help="n of binomia
 def _search(
     runs: str, theta: float | None, gamma: float | None, mean: float | None, C: float | None, c: float | None,
     max_runs: int | None = None,
-) -> SearchSpec:
+) -> RepeatAndSelect:
     """The search ``account``/``calibrate`` describe; a bound not given is 1 (a uniform search, like ``tune``)."""
     with option_names(**{"n": "--max-runs", "max-runs": "--max-runs", "theta": "--theta", "gamma": "--gamma",
                          "mean": "--mean", "C": "--C", "c": "--c"}):
         run_count = make_run_count(runs, theta=theta, gamma=gamma, mean=mean, max_runs=max_runs)
-        return SearchSpec(run_count, 1.0 if C is None else C, 1.0 if c is None else c)
+        return RepeatAndSelect(run_count, 1.0 if C is None else C, 1.0 if c is None else c)
 
 
 def _rename(message: str, names: dict[str, str]) -> str:
@@ -261,6 +261,23 @@ LrGridOpt = Annotated[
     ),
 ]
 ClipGridOpt = Annotated[str | None, typer.Option("--clip-grid", help="Clipping norms (default: 0.3:6:20:linear).")]
+
+
+def typed_grids(lr_grid: str | None, clip_grid: str | None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The learning rates and clipping norms of ``--lr-grid`` and ``--clip-grid``, each the paper's when not given.
+
+    Both are parsed by :func:`dphypo.space.parse_grid` (values > 0), the one parser of typed grids.
+
+    Raises:
+        ValueError: A malformed grid, named by its option.
+    """
+    from dphypo.simulation.builder import paper_grid
+    from dphypo.space import parse_grid
+
+    default_lr, default_clip = paper_grid()
+    lrs = parse_grid(lr_grid, "--lr-grid", positive=True) if lr_grid is not None else default_lr
+    clips = parse_grid(clip_grid, "--clip-grid", positive=True) if clip_grid is not None else default_clip
+    return lrs, clips
 
 
 def is_scale(name: str) -> TypeGuard[Scale]:

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from dphypo.cli.common import AdaptiveTheoremOpt, JsonOpt, _emit, app, option_names, out_console
+from dphypo.privacy.validation import check_non_negative_int, check_positive_int
 
 if TYPE_CHECKING:
     from dphypo.simulation.planner import Comparison, PlanResult, PlanRow
@@ -86,12 +87,10 @@ def _plan(
     if len(landscape) < 2:
         raise ValueError(f"--landscape must be repeated for at least 2 members of one landscape family, got "
                          f"{len(landscape)}")
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if not (isinstance(seed, int) and seed >= 0):
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if workers is not None:
+        check_positive_int("workers", workers)
+    check_positive_int("repeats", repeats)
+    check_non_negative_int("seed", seed)
     family = load_family(landscape)  # one line naming the files if they are not one family
     candidates = default_candidates(mean or DEFAULT_MEANS, runs)
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from dphypo.cli.common import GammaOpt, LowerOpt, MeanOpt, RunsOpt, ThetaOpt, UpperOpt, app, option_names
+
+#: ``dphypo plot --help``.
+PLOT_HELP = "Draw a figure (data extraction and rendering live in dphypo.visualization)."
 
 OutOpt = Annotated[str, typer.Option("--out", help="Output file: .png or .svg.")]
 LandscapeOpt = Annotated[
@@ -41,7 +46,7 @@ def _naming_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-@app.command("plot")
+@app.command("plot", help=PLOT_HELP)
 @_naming_options
 def plot_command(
     kind: Annotated[str, typer.Argument(metavar="KIND", help="landscape | accuracy | density | epsilon")],
@@ -74,50 +79,119 @@ def plot_command(
     ] = None,
     delta: Annotated[float, typer.Option("--delta", help="epsilon: δ.")] = 1e-5,
 ) -> None:
-    """Draw a figure (data extraction and rendering live in dphypo.visualization)."""
-    from dphypo import visualization as plots
+    """``dphypo plot KIND`` (help: :data:`PLOT_HELP`).
+
+    Typer declares one parameter per option; the body only collects them into one :class:`PlotArgs`, proves
+    ``--out`` writable and hands them to the figure's function (:data:`FIGURES`), which builds and draws it.
+    """
+    args = PlotArgs(**locals())  # first: every local is a parameter
     from dphypo._paths import check_output_file
-    from dphypo.cli.common import make_strategy
 
     check_output_file(out, "--out", create_parents=True)  # before a simulation spends minutes on the figure
-
-    def need_landscape() -> str:
-        if landscape is None:
-            raise ValueError(f"plot {kind} needs --landscape")
-        return landscape
-
-    if kind == "landscape":
-        path = plots.plot_landscape_file(need_landscape(), out)
-    elif kind == "accuracy":
-        if from_json:
-            path = plots.plot_accuracy_vs_T_json(from_json, out)
-        else:
-            if not T:
-                raise ValueError("plot accuracy needs --T values (or --from simulate JSON files)")
-            chosen = [make_strategy(s, C=C, c=c, tau=tau, beta=beta, scale=scale)
-                      for s in (strategy or ["uniform", "gp"])]
-            path = plots.plot_accuracy_vs_T_simulated(need_landscape(), out, chosen, T, repeats=repeats, C=C, c=c,
-                                                      seed=seed, workers=workers)
-    elif kind == "density":
-        path = plots.plot_density_run(need_landscape(), out, strategy=make_strategy("gp", C=C, c=c, tau=tau, beta=beta,
-                                      scale=scale), runs=runs_fixed, C=C, c=c, seed=seed, steps=step or None)
-    elif kind == "epsilon":
-        from dphypo.privacy import dpsgd_rdp, make_run_count
-        from dphypo.privacy.profiles import dpsgd_profile_or_skip
-
-        if sigma is None or sample_rate is None or steps is None:
-            raise ValueError("plot epsilon needs --sigma, --sample-rate and --steps")
-        if gamma is None and mean is None and runs != "negbin":
-            mean = 20.0
-        pairs = [_bound_pair(b) for b in (bounds or ["1:1", "1.25:0.8", "1.5:0.6667", "2:0.75"])]
-        # The same accounting as `dphypo account` (RDP and, for the uniform bar, the run's privacy profile).
-        path = plots.plot_epsilon_breakdown_bounds(
-            dpsgd_rdp(sigma, sample_rate, steps), make_run_count(runs, theta=theta, gamma=gamma, mean=mean), pairs,
-            delta, out, profile=dpsgd_profile_or_skip(sigma, sample_rate, steps),
-        )
-    else:
+    if kind not in FIGURES:
         raise ValueError(f"plot kind must be landscape, accuracy, density or epsilon, got {kind!r}")
-    typer.echo(f"wrote {path}")
+    typer.echo(f"wrote {FIGURES[kind](args)}")
+
+
+@dataclass(frozen=True)
+class PlotArgs:
+    """The options of ``dphypo plot`` as typed (fields: the command's parameter names; each figure reads its own)."""
+
+    kind: str
+    out: str
+    landscape: str | None
+    from_json: list[str] | None
+    strategy: list[str] | None
+    T: list[int] | None
+    repeats: int
+    runs_fixed: int
+    step: list[int] | None
+    C: float
+    c: float
+    tau: float
+    beta: float
+    scale: str
+    seed: int
+    workers: int | None
+    sigma: float | None
+    sample_rate: float | None
+    steps: int | None
+    runs: str
+    theta: float | None
+    gamma: float | None
+    mean: float | None
+    bounds: list[str] | None
+    delta: float
+
+    def need_landscape(self) -> str:
+        """``--landscape``, which every figure but ``epsilon`` (and ``accuracy --from``) draws from.
+
+        Raises:
+            ValueError: It was not given.
+        """
+        if self.landscape is None:
+            raise ValueError(f"plot {self.kind} needs --landscape")
+        return self.landscape
+
+
+def _landscape_figure(args: PlotArgs) -> Path:
+    """``plot landscape``: the landscape's heatmap."""
+    from dphypo import visualization as plots
+
+    return plots.plot_landscape_file(args.need_landscape(), args.out)
+
+
+def _accuracy_figure(args: PlotArgs) -> Path:
+    """``plot accuracy``: value vs T, from ``dphypo simulate --json`` outputs or simulated here."""
+    from dphypo import visualization as plots
+    from dphypo.cli.common import make_strategy
+
+    if args.from_json:
+        return plots.plot_accuracy_vs_T_json(args.from_json, args.out)
+    if not args.T:
+        raise ValueError("plot accuracy needs --T values (or --from simulate JSON files)")
+    chosen = [make_strategy(s, C=args.C, c=args.c, tau=args.tau, beta=args.beta, scale=args.scale)
+              for s in (args.strategy or ["uniform", "gp"])]
+    return plots.plot_accuracy_vs_T_simulated(args.need_landscape(), args.out, chosen, args.T, repeats=args.repeats,
+                                              C=args.C, c=args.c, seed=args.seed, workers=args.workers)
+
+
+def _density_figure(args: PlotArgs) -> Path:
+    """``plot density``: snapshots of a GP search's densities."""
+    from dphypo import visualization as plots
+    from dphypo.cli.common import make_strategy
+
+    landscape = args.need_landscape()
+    strategy = make_strategy("gp", C=args.C, c=args.c, tau=args.tau, beta=args.beta, scale=args.scale)
+    return plots.plot_density_run(landscape, args.out, strategy=strategy, runs=args.runs_fixed, C=args.C, c=args.c,
+                                  seed=args.seed, steps=args.step or None)
+
+
+def _epsilon_figure(args: PlotArgs) -> Path:
+    """``plot epsilon``: the ε breakdown of a DP-SGD search at several density bounds."""
+    from dphypo import visualization as plots
+    from dphypo.privacy import dpsgd_rdp, make_run_count
+    from dphypo.privacy.profiles import dpsgd_profile_or_skip
+
+    sigma, sample_rate, steps = args.sigma, args.sample_rate, args.steps
+    if sigma is None or sample_rate is None or steps is None:
+        raise ValueError("plot epsilon needs --sigma, --sample-rate and --steps")
+    mean = 20.0 if args.gamma is None and args.mean is None and args.runs != "negbin" else args.mean
+    pairs = [_bound_pair(b) for b in (args.bounds or ["1:1", "1.25:0.8", "1.5:0.6667", "2:0.75"])]
+    # The same accounting as `dphypo account` (RDP and, for the uniform bar, the run's privacy profile).
+    return plots.plot_epsilon_breakdown_bounds(
+        dpsgd_rdp(sigma, sample_rate, steps), make_run_count(args.runs, theta=args.theta, gamma=args.gamma, mean=mean),
+        pairs, args.delta, args.out, profile=dpsgd_profile_or_skip(sigma, sample_rate, steps),
+    )
+
+
+#: The figure of every ``plot`` KIND.
+FIGURES: dict[str, Callable[[PlotArgs], Path]] = {
+    "landscape": _landscape_figure,
+    "accuracy": _accuracy_figure,
+    "density": _density_figure,
+    "epsilon": _epsilon_figure,
+}
 
 
 def _bound_pair(text: str) -> tuple[float, float]:

@@ -7,7 +7,6 @@ tune's defaults (a uniform search unless ``--C``/``--c`` say otherwise), so the 
 
 from __future__ import annotations
 
-import math
 from typing import Annotated
 
 import typer
@@ -28,8 +27,22 @@ from dphypo.cli.common import (
     app,
     naming_options,
 )
-from dphypo.privacy import PrivacyPlan, account_pure, calibrate_dpsgd_sigma, pure_dp_rdp
+from dphypo.privacy import (
+    PrivacyAccounting,
+    PrivacyReport,
+    RepeatAndSelect,
+    account_pure,
+    calibrate_dpsgd_sigma,
+    pure_dp_rdp,
+)
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip, dpsgd_run_rdp
+from dphypo.privacy.validation import check_non_negative, check_positive, check_positive_int
+
+#: ``dphypo account --help``.
+ACCOUNT_HELP = "Total (ε, δ) of a private hyperparameter search, with its breakdown (the smallest valid bound)."
+#: ``dphypo calibrate --help``.
+CALIBRATE_HELP = ("Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ) (what dphypo tune "
+                  "calibrates).")
 
 ScoreNoiseAccuracyOpt = Annotated[
     float | None,
@@ -63,21 +76,18 @@ def score_noise_counts(accuracy: float | None, n_val: int | None, counts: float 
     if counts is not None and (accuracy is not None or n_val is not None):
         raise ValueError("give the score noise once: --score-noise (counts) or --score-noise-accuracy with --n-val")
     if counts is not None:
-        if not (math.isfinite(counts) and counts > 0):
-            raise ValueError(f"--score-noise must be a finite number > 0, got {counts!r}")
+        check_positive("--score-noise", counts)
         return float(counts)
     if accuracy is None and n_val is None:
         return None
     if accuracy is None or n_val is None:
         raise ValueError("--score-noise-accuracy and --n-val go together (the noise in counts is their product)")
-    if not (math.isfinite(accuracy) and accuracy >= 0):
-        raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {accuracy!r}")
-    if n_val < 1:
-        raise ValueError(f"--n-val must be a positive integer, got {n_val}")
+    check_non_negative("--score-noise-accuracy", accuracy)
+    check_positive_int("--n-val", n_val)
     return accuracy * n_val if accuracy > 0 else None  # tune's conversion, exactly (0: a public score)
 
 
-@app.command("account")
+@app.command("account", help=ACCOUNT_HELP)
 @naming_options(sigma="--sigma", sample_rate="--sample-rate", steps="--steps", epsilon="--pure-epsilon",
                 **_SCORE_NAMES)
 def account_command(
@@ -108,34 +118,54 @@ def account_command(
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
-    """Total (ε, δ) of a private hyperparameter search, with its breakdown (the smallest valid bound)."""
+    """``dphypo account`` (help: :data:`ACCOUNT_HELP`).
+
+    Typer declares one parameter per option; the body only builds the search and the score noise, accounts the
+    pure-DP or the DP-SGD runs and renders the report.
+    """
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
     count_noise = score_noise_counts(score_noise_accuracy, n_val, score_noise)
     if pure_epsilon is not None:
         if any(v is not None for v in (sigma, sample_rate, steps, count_noise)) or max_lost:
             raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps, a score noise "
                              "or --max-lost")
-        if delta is None:
-            report = account_pure(pure_epsilon, search, adaptive_theorem=adaptive_theorem)
-        else:
-            report = PrivacyPlan(search, pure_dp_rdp(pure_epsilon), delta, adaptive_theorem=adaptive_theorem).account()
+        report = _pure_report(search, pure_epsilon, delta, adaptive_theorem)
     else:
-        if sigma is None or sample_rate is None or steps is None:
-            missing = [n for n, v in (("--sigma", sigma), ("--sample-rate", sample_rate), ("--steps", steps))
-                       if v is None]
-            raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
-        # The run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a uniform search;
-        # none is proven for an adaptive one, so its PLD is not even built. A PLD over the size cap is skipped (RDP
-        # only, the report's profile_skipped says why), so that every input finishes in seconds.
-        profile = None if search.adaptive else dpsgd_run_profile_or_skip(sigma, sample_rate, steps,
-                                                                         score_noise=count_noise)
-        curve = dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=count_noise)
-        report = PrivacyPlan(search, curve, 1e-5 if delta is None else delta, profile=profile, max_lost=max_lost,
-                             adaptive_theorem=adaptive_theorem).account()
+        report = _dpsgd_report(search, sigma, sample_rate, steps, count_noise, delta, max_lost, adaptive_theorem)
     _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
 
 
-@app.command("calibrate")
+def _pure_report(search: RepeatAndSelect, pure_epsilon: float, delta: float | None,
+                 adaptive_theorem: str) -> PrivacyReport:
+    """The search of ε-DP runs: pure DP without ``--delta``, else the (ε, δ) of their RDP curve."""
+    if delta is None:
+        return account_pure(pure_epsilon, search, adaptive_theorem=adaptive_theorem)
+    return PrivacyAccounting(search, pure_dp_rdp(pure_epsilon), delta, adaptive_theorem=adaptive_theorem).account()
+
+
+def _dpsgd_report(search: RepeatAndSelect, sigma: float | None, sample_rate: float | None, steps: int | None,
+                  count_noise: float | None, delta: float | None, max_lost: int, adaptive_theorem: str
+                  ) -> PrivacyReport:
+    """The search of DP-SGD runs, each releasing its score with ``count_noise`` (``dphypo tune``'s accounting).
+
+    Raises:
+        ValueError: ``--sigma``, ``--sample-rate`` or ``--steps`` missing, or out of range.
+    """
+    if sigma is None or sample_rate is None or steps is None:
+        missing = [n for n, v in (("--sigma", sigma), ("--sample-rate", sample_rate), ("--steps", steps))
+                   if v is None]
+        raise ValueError(f"missing {', '.join(missing)} (or give --pure-epsilon)")
+    # The run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a uniform search;
+    # none is proven for an adaptive one, so its PLD is not even built. A PLD over the size cap is skipped (RDP
+    # only, the report's profile_skipped says why), so that every input finishes in seconds.
+    profile = None if search.adaptive else dpsgd_run_profile_or_skip(sigma, sample_rate, steps,
+                                                                     score_noise=count_noise)
+    curve = dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=count_noise)
+    return PrivacyAccounting(search, curve, 1e-5 if delta is None else delta, profile=profile, max_lost=max_lost,
+                             adaptive_theorem=adaptive_theorem).account()
+
+
+@app.command("calibrate", help=CALIBRATE_HELP)
 @naming_options(epsilon="--epsilon", target_epsilon="--epsilon", sample_rate="--sample-rate", steps="--steps",
                 **_SCORE_NAMES)
 def calibrate_command(
@@ -157,7 +187,11 @@ def calibrate_command(
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
-    """Smallest DP-SGD noise multiplier σ whose whole search meets a total (ε, δ) (what dphypo tune calibrates)."""
+    """``dphypo calibrate`` (help: :data:`CALIBRATE_HELP`).
+
+    Typer declares one parameter per option; the body only builds the search and the score noise, calibrates σ
+    and renders the report.
+    """
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
     count_noise = score_noise_counts(score_noise_accuracy, n_val, score_noise)
     result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search, score_noise=count_noise,

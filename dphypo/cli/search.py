@@ -1,9 +1,15 @@
-"""``dphypo tune`` and ``dphypo landscape build`` (one landscape, or a family: one per ``--sigma``)."""
+"""``dphypo tune`` and ``dphypo landscape build`` (one landscape, or a family: one per ``--sigma``).
+
+The typer declarations of both commands; ``tune`` runs in :mod:`dphypo.cli.tune`, ``landscape build`` below:
+:func:`landscape_specs` checks every option and output path and builds one
+:class:`~dphypo.simulation.builder.BuildSpec` per σ, :func:`build_member` trains one landscape.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,10 +23,32 @@ from dphypo.cli.common import (
     app,
     option_names,
     out_console,
+    typed_grids,
 )
+from dphypo.cli.tune import TuneArgs, run_tune
+
+if TYPE_CHECKING:
+    from dphypo.simulation.builder import BuildSpec
+    from dphypo.simulation.landscapes import Landscape
+
+#: ``dphypo tune --help``.
+TUNE_HELP = "Tune learning rate × clipping norm with DP-SGD privately and release the best model with its total ε."
+#: ``dphypo landscape --help``: one string per paragraph.
+LANDSCAPE_HELP = (
+    "Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training.\n\n"
+    "Several ``--sigma`` build a landscape family (dphypo.simulation.family): every member on the same grid\n"
+    "and plan, one after another, one file per σ named by the ``{sigma}`` pattern of ``--out``. Every member's\n"
+    "options and output path are checked before the first one is trained."
+)
+#: Library parameter names -> the ``landscape build`` options that set them (one-line errors name the option).
+LANDSCAPE_OPTION_NAMES = {
+    "dataset": "--dataset", "dataset_name": "--dataset", "model": "--model", "sigma": "--sigma", "epochs": "--epochs",
+    "batch_size": "--batch-size", "seeds": "--seeds", "score_noise": "--score-noise", "lr_grid": "--lr-grid",
+    "clip_grid": "--clip-grid", "workers": "--workers", "out": "--out",
+}
 
 
-@app.command("tune")
+@app.command("tune", help=TUNE_HELP)
 def tune_command(
     dataset: DatasetOpt = "digits",
     data_dir: DataDirOpt = None,
@@ -103,13 +131,15 @@ def tune_command(
         typer.Option("--runs-per-update", help="Candidates drawn from one projected density (default: workers)."),
     ] = None,
 ) -> None:
-    """Tune learning rate × clipping norm with DP-SGD privately and release the best model with its total ε."""
-    from dphypo.cli.tune import run_tune
+    """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 
-    run_tune(**locals())
+    Typer declares one parameter per option; the body only collects them into one
+    :class:`~dphypo.cli.tune.TuneArgs`, which :func:`~dphypo.cli.tune.run_tune` builds, runs and renders.
+    """
+    run_tune(TuneArgs(**locals()))  # every local is a parameter
 
 
-@app.command("landscape")
+@app.command("landscape", help=LANDSCAPE_HELP)
 def landscape_command(
     action: Annotated[str, typer.Argument(metavar="ACTION", help="build")],
     dataset: DatasetOpt = "digits",
@@ -141,12 +171,69 @@ def landscape_command(
     ] = "",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
 ) -> None:
-    """Build a landscape (mean/std of validation accuracy over a grid) by real DP-SGD training.
+    """``dphypo landscape build`` (help: :data:`LANDSCAPE_HELP`).
 
-    Several ``--sigma`` build a landscape family (dphypo.simulation.family): every member on the same grid
-    and plan, one after another, one file per σ named by the ``{sigma}`` pattern of ``--out``. Every member's
-    options and output path are checked before the first one is trained.
+    Typer declares one parameter per option; the body only collects them into one :class:`LandscapeArgs`, builds
+    the specs (every member checked before the first is trained), trains each member and prints where it went.
     """
+    if action != "build":
+        raise ValueError(f"landscape action must be 'build', got {action!r}")
+    if not out:
+        raise ValueError("--out is required (e.g. landscapes/digits.npz)")
+    args = LandscapeArgs(dataset, data_dir, model, lr_grid, clip_grid, tuple(sigma or (1.0,)), epochs, batch_size,
+                         seeds, score_noise, workers, out, force)
+    with option_names(**LANDSCAPE_OPTION_NAMES):
+        for spec, path in landscape_specs(args):  # members one after another, each on every worker
+            landscape = build_member(spec, path, workers=workers)
+            best = landscape.space.params(landscape.best_index)
+            typer.echo(f"wrote {path}: best mean {landscape.best_value:.4f} at {best}")
+
+
+@dataclass(frozen=True)
+class LandscapeArgs:
+    """The options of ``dphypo landscape build`` as typed (``sigmas``: every ``--sigma``, default ``(1.0,)``)."""
+
+    dataset: str
+    data_dir: str | None
+    model: str | None
+    lr_grid: str | None
+    clip_grid: str | None
+    sigmas: tuple[float, ...]
+    epochs: int
+    batch_size: int
+    seeds: int
+    score_noise: float
+    workers: int | None
+    out: str
+    force: bool
+
+
+def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
+    """One build spec and output file per σ, every option, output path and data file checked first.
+
+    Raises:
+        ValueError: An invalid option, or an output file that exists without ``--force``.
+    """
+    from dphypo.simulation.builder import BuildSpec, check_build
+    from dphypo.train.models import default_model
+
+    lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
+    specs = [
+        BuildSpec(dataset=args.dataset, model=args.model or default_model(args.dataset), lr_grid=lrs,
+                  clip_grid=clips, sigma=s, epochs=args.epochs, batch_size=args.batch_size, seeds=args.seeds,
+                  score_noise=args.score_noise, data_dir=args.data_dir)
+        for s in args.sigmas
+    ]
+    outs = _member_paths(args.out, [spec.sigma for spec in specs])
+    for spec, path in zip(specs, outs, strict=True):
+        check_build(spec, path, workers=args.workers)
+        if not args.force and Path(path).exists():
+            raise ValueError(f"--out {path!r} already exists; pass --force to replace it")
+    return list(zip(specs, outs, strict=True))
+
+
+def build_member(spec: BuildSpec, path: str, *, workers: int | None) -> Landscape:
+    """Train the landscape of ``spec`` into ``path`` with a progress bar on standard error."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -156,46 +243,16 @@ def landscape_command(
         TimeRemainingColumn,
     )
 
-    from dphypo.simulation.builder import BuildSpec, build_landscape, check_build, paper_grid
-    from dphypo.space import parse_grid
-    from dphypo.train.models import default_model
+    from dphypo.simulation.builder import build_landscape
 
-    if action != "build":
-        raise ValueError(f"landscape action must be 'build', got {action!r}")
-    if not out:
-        raise ValueError("--out is required (e.g. landscapes/digits.npz)")
-    sigmas = [1.0] if not sigma else list(sigma)
-    # Every option, the output path and the data files are checked before anything is written or trained.
-    with option_names(
-        dataset="--dataset", dataset_name="--dataset", model="--model", sigma="--sigma", epochs="--epochs",
-        batch_size="--batch-size", seeds="--seeds", score_noise="--score-noise", lr_grid="--lr-grid",
-        clip_grid="--clip-grid", workers="--workers", out="--out",
-    ):
-        default_lr, default_clip = paper_grid()
-        lrs = parse_grid(lr_grid, "--lr-grid", positive=True) if lr_grid is not None else default_lr
-        clips = parse_grid(clip_grid, "--clip-grid", positive=True) if clip_grid is not None else default_clip
-        specs = [
-            BuildSpec(dataset=dataset, model=model or default_model(dataset), lr_grid=lrs, clip_grid=clips,
-                      sigma=s, epochs=epochs, batch_size=batch_size, seeds=seeds, score_noise=score_noise,
-                      data_dir=data_dir)
-            for s in sigmas
-        ]
-        outs = _member_paths(out, [spec.sigma for spec in specs])
-        for spec, path in zip(specs, outs, strict=True):
-            check_build(spec, path, workers=workers)
-            if not force and Path(path).exists():
-                raise ValueError(f"--out {path!r} already exists; pass --force to replace it")
-        columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-        for spec, path in zip(specs, outs, strict=True):  # members one after another, each on every worker
-            with Progress(*columns, console=out_console(stderr=True)) as bar:
-                task = bar.add_task(f"building {path}", total=spec.shape[0] * spec.shape[1] * seeds)
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=out_console(stderr=True)) as bar:
+        task = bar.add_task(f"building {path}", total=spec.shape[0] * spec.shape[1] * spec.seeds)
 
-                def advance(done: int, total: int, bar: Progress = bar, task: TaskID = task) -> None:
-                    bar.update(task, completed=done)
+        def advance(done: int, total: int, bar: Progress = bar, task: TaskID = task) -> None:
+            bar.update(task, completed=done)
 
-                landscape = build_landscape(spec, path, workers=workers, progress=advance)
-            best = landscape.space.params(landscape.best_index)
-            typer.echo(f"wrote {path}: best mean {landscape.best_value:.4f} at {best}")
+        return build_landscape(spec, path, workers=workers, progress=advance)
 
 
 def _member_paths(out: str, sigmas: list[float]) -> list[str]:

@@ -14,8 +14,10 @@ each ``--bounds`` / ``--sweep table2`` row), c derived from C and ``--top-mass``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeGuard
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard
 
 import typer
 from rich.table import Table
@@ -32,13 +34,16 @@ from dphypo.cli.common import (
     option_names,
     out_console,
 )
+from dphypo.privacy.validation import check_non_negative_int
 
 if TYPE_CHECKING:
     from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.simulate import Engine
-    from dphypo.simulation.studies import Setting, StudyResult
+    from dphypo.simulation.studies import ArmSpec, CellLandscape, Setting, StudyConfig, StudyResult
 
 SWEEPS = ("table1", "table2")
+#: ``dphypo simulate --help``.
+SIMULATE_HELP = "Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."
 
 #: Library parameter names -> the simulate options that set them (for one-line errors naming the option).
 OPTION_NAMES = {
@@ -128,7 +133,7 @@ def _settings(
     return run_count_settings(run_counts, bounds, overrides)
 
 
-@app.command("simulate")
+@app.command("simulate", help=SIMULATE_HELP)
 def simulate_command(
     landscape: Annotated[
         list[str],
@@ -259,9 +264,73 @@ def simulate_command(
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
 ) -> None:
-    """Compare strategies by simulated searches: mean true value of the released λ and each arm's total ε."""
+    """``dphypo simulate`` (help: :data:`SIMULATE_HELP`).
+
+    Typer declares one parameter per option; the body only collects them into one :class:`SimulateArgs`, builds
+    the study (:func:`build_study`: every option checked before the first simulated search), runs it, writes the
+    tables and renders the result.
+    """
     with option_names(**OPTION_NAMES):
-        _simulate(**locals())
+        args = SimulateArgs(**locals())  # every local is a parameter
+        study = build_study(args)
+        result = run_simulation(study, args)
+        write_tables(args.table_out, result)
+        render_simulation(args, study, result)
+
+
+@dataclass(frozen=True)
+class SimulateArgs:
+    """The options of ``dphypo simulate`` as typed (fields: the command's parameter names; checked by the build)."""
+
+    landscape: list[str]
+    strategy: list[str]
+    gp_landscape: str | None
+    epsilon: float | None
+    fixed_T: str | None
+    runs: str | None
+    theta: float | None
+    gamma: list[float] | None
+    mean: float | None
+    sweep: str | None
+    bounds: list[str] | None
+    repeats: int
+    gp_repeats: list[str] | None
+    C: float
+    c: float | None
+    top_mass: float
+    tolerance: float
+    refit_growth: float
+    tau: float
+    beta: float
+    scale: str
+    delta: float
+    seed: int
+    workers: int | None
+    engine: str
+    batch: int
+    executor: str | None
+    address: str | None
+    table: bool
+    table_out: str | None
+    as_json: bool
+    adaptive_theorem: str
+
+
+@dataclass(frozen=True)
+class SimulateStudy:
+    """What ``dphypo simulate`` runs, and what its output reports beside the study's result.
+
+    Attributes:
+        config: The study (settings × arms, repeats, seed, engine, the equal-ε target).
+        pairs: The ``(C, c)`` of every row (``c`` ``None`` where only top-set arms adapt: each derives its own).
+        family: The landscape family of an equal-ε study, else ``None``.
+        landscapes: Every cell's landscape at its calibrated σ (equal-ε studies only).
+    """
+
+    config: StudyConfig
+    pairs: list[tuple[float, float | None]]
+    family: LandscapeFamily | None
+    landscapes: Mapping[tuple[str, str], CellLandscape] | None
 
 
 def _is_engine(name: str) -> TypeGuard[Engine]:
@@ -270,123 +339,147 @@ def _is_engine(name: str) -> TypeGuard[Engine]:
     return name in ENGINES
 
 
-def _simulate(
-    landscape: list[str], strategy: list[str], gp_landscape: str | None, epsilon: float | None,
-    fixed_T: str | None, runs: str | None,
-    theta: float | None, gamma: list[float] | None, mean: float | None, sweep: str | None, bounds: list[str] | None,
-    repeats: int, gp_repeats: list[str] | None, C: float, c: float | None, top_mass: float, tolerance: float,
-    refit_growth: float, tau: float, beta: float, scale: str,
-    delta: float, seed: int, workers: int | None, engine: str, batch: int, executor: str | None,
-    address: str | None, table: bool, table_out: str | None, as_json: bool, adaptive_theorem: str = "B",
-) -> None:
-    """The body of ``dphypo simulate``: every option is checked before the first simulated search."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+def build_study(args: SimulateArgs) -> SimulateStudy:
+    """Check every option (and the landscape files and ``--table-out``), then build the study.
 
-    from dphypo.search.execution import make_executor
+    Raises:
+        ValueError: An invalid option or file, named by its option.
+    """
     from dphypo.simulation.simulate import ENGINES
-    from dphypo.simulation.studies import ArmSpec, StudyConfig, run_study, study_searches
-    from dphypo.simulation.tables import table_csv, table_markdown
+    from dphypo.simulation.studies import StudyConfig
 
-    if not (isinstance(seed, int) and seed >= 0):
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if gp_landscape is not None and all(name == "uniform" for name in strategy):
-        raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
+    _check_arm_options(args)
     # Rows carry a c unless every adaptive arm is top-set (gp takes the row's c, top-set derives its own).
-    takes_c = "gp" in strategy or "top-set" not in strategy
-    if c is not None and not takes_c:
-        raise ValueError("--c is not used by --strategy top-set: its c follows from --C and --top-mass p, "
-                         "c = (1 - C p)/(1 - p); drop --c (or add --strategy gp, which takes it)")
-    for name in strategy:  # an unknown name fails before any file is read
-        if name not in STRATEGY_NAMES:
-            raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")
-    pairs = _bounds(bounds, sweep, C, c, takes_c)
-    family = _check_landscapes(landscape, gp_landscape, epsilon, fixed_T)
-    arm_landscape: str | tuple[str, ...] = landscape[0] if family is None else tuple(landscape)
-    if table_out is not None:  # both files proven writable before any simulation runs
+    takes_c = "gp" in args.strategy or "top-set" not in args.strategy
+    pairs = _bounds(args.bounds, args.sweep, args.C, args.c, takes_c)
+    family = _check_landscapes(args.landscape, args.gp_landscape, args.epsilon, args.fixed_T)
+    if args.table_out is not None:  # both files proven writable before any simulation runs
         from dphypo._paths import check_output_file
 
         for suffix in (".csv", ".md"):
-            check_output_file(f"{table_out}{suffix}", "--table-out", create_parents=True)
-    arms: list[ArmSpec] = []
-    for name in strategy:
-        # a top-set arm is built at its first row's C (each row gives it its own C: studies.cell_strategy)
-        arm_strategy = make_strategy(name, C=pairs[0][0], tau=tau, beta=beta, scale=scale, top_mass=top_mass,
-                                     tolerance=tolerance, refit_growth=refit_growth)
-        arms.append(ArmSpec(name, arm_strategy,
-                            gp_landscape if (gp_landscape and name != "uniform") else arm_landscape))
+            check_output_file(f"{args.table_out}{suffix}", "--table-out", create_parents=True)
+    arms = _arms(args, pairs[0][0], family)
     any_adaptive = any(a.adaptive for a in arms)
-    settings = _settings(
-        fixed_T, runs, theta, gamma, mean, sweep, pairs, _adaptive_repeats(gp_repeats), any_adaptive
-    )
-    if fixed_T is not None:
-        kind = "fixed-T"
-    elif family is not None:
-        kind = "equal-epsilon"
-    else:
-        kind = "white-box" if gp_landscape else "black-box" if any_adaptive else "run-count"
-    if not _is_engine(engine):
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    config = StudyConfig(
-        kind,
-        settings,
-        tuple(arms),
-        repeats,
-        seed=seed,
-        delta=delta,
-        engine=engine,
-        batch=batch,
-        workers=workers,
-        epsilon=epsilon,
-        adaptive_theorem=adaptive_theorem,
-    )
-    if address is not None and executor != "ray":
+    settings = _settings(args.fixed_T, args.runs, args.theta, args.gamma, args.mean, args.sweep, pairs,
+                         _adaptive_repeats(args.gp_repeats), any_adaptive)
+    if not _is_engine(args.engine):
+        raise ValueError(f"engine must be one of {ENGINES}, got {args.engine!r}")
+    config = StudyConfig(_study_kind(args, family, any_adaptive), settings, arms, args.repeats, seed=args.seed,
+                         delta=args.delta, engine=args.engine, batch=args.batch, workers=args.workers,
+                         epsilon=args.epsilon, adaptive_theorem=args.adaptive_theorem)
+    if args.address is not None and args.executor != "ray":
         raise ValueError("--address needs --executor ray")
     landscapes = None
     if family is not None:  # every cell's σ calibrated and checked against the family before any search
         from dphypo.simulation.equal_epsilon import cell_landscapes
 
         landscapes = cell_landscapes(config)
-    pool = None if executor is None else make_executor(executor, workers=workers, address=address)
+    return SimulateStudy(config, pairs, family, landscapes)
+
+
+def _check_arm_options(args: SimulateArgs) -> None:
+    """The seed, the strategy names and the options that only some strategies take, before any file is read."""
+    check_non_negative_int("seed", args.seed)
+    if args.gp_landscape is not None and all(name == "uniform" for name in args.strategy):
+        raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
+    if args.c is not None and "gp" not in args.strategy and "top-set" in args.strategy:
+        raise ValueError("--c is not used by --strategy top-set: its c follows from --C and --top-mass p, "
+                         "c = (1 - C p)/(1 - p); drop --c (or add --strategy gp, which takes it)")
+    for name in args.strategy:  # an unknown name fails before any file is read
+        if name not in STRATEGY_NAMES:
+            raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")
+
+
+def _arms(args: SimulateArgs, first_C: float, family: LandscapeFamily | None) -> tuple[ArmSpec, ...]:
+    """One arm per ``--strategy``: its strategy (a top-set arm built at the first row's C) and its landscape."""
+    from dphypo.simulation.studies import ArmSpec
+
+    arm_landscape: str | tuple[str, ...] = args.landscape[0] if family is None else tuple(args.landscape)
+    arms = []
+    for name in args.strategy:
+        # a top-set arm is built at its first row's C (each row gives it its own C: studies.cell_strategy)
+        strategy = make_strategy(name, C=first_C, tau=args.tau, beta=args.beta, scale=args.scale,
+                                 top_mass=args.top_mass, tolerance=args.tolerance, refit_growth=args.refit_growth)
+        arms.append(ArmSpec(name, strategy,
+                            args.gp_landscape if (args.gp_landscape and name != "uniform") else arm_landscape))
+    return tuple(arms)
+
+
+def _study_kind(args: SimulateArgs, family: LandscapeFamily | None, any_adaptive: bool) -> str:
+    """The study's name: fixed-T, equal-epsilon, white-box (a GP landscape), black-box or run-count."""
+    if args.fixed_T is not None:
+        return "fixed-T"
+    if family is not None:
+        return "equal-epsilon"
+    return "white-box" if args.gp_landscape else "black-box" if any_adaptive else "run-count"
+
+
+def run_simulation(study: SimulateStudy, args: SimulateArgs) -> StudyResult:
+    """Run every cell's searches on ``--executor`` (default: a local pool) with a progress bar on a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    from dphypo.search.execution import make_executor
+    from dphypo.simulation.studies import run_study, study_searches
+
+    pool = None if args.executor is None else make_executor(args.executor, workers=args.workers,
+                                                             address=args.address)
     status = out_console(stderr=True)
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     # Counts of simulated searches are public (landscapes, not private data). On a terminal only: piped or logged,
     # a bar would leave blank lines around the output.
     try:
         with Progress(*columns, console=status, transient=True, disable=not status.is_terminal) as bar:
-            task = bar.add_task("simulated searches", total=study_searches(config))
-            result = run_study(config, executor=pool, landscapes=landscapes,
-                               searches_done=lambda n: bar.advance(task, n))
+            task = bar.add_task("simulated searches", total=study_searches(study.config))
+            return run_study(study.config, executor=pool, landscapes=study.landscapes,
+                             searches_done=lambda n: bar.advance(task, n))
     finally:
         if pool is not None:
             pool.close()
-    if table_out is not None:
-        prefix = Path(table_out)
-        prefix.parent.mkdir(parents=True, exist_ok=True)
-        Path(f"{prefix}.csv").write_text(table_csv(result))
-        Path(f"{prefix}.md").write_text(table_markdown(result))
-    payload = {
-        **result.to_dict(),
-        "landscape": landscape[0] if family is None else list(landscape),
-        "gp_landscape": gp_landscape,
-        "direction": _direction(landscape[0]),
-        "epsilon_target": epsilon,
-        "family_sigmas": None if family is None else list(family.sigmas),
-        **_payload_bounds(pairs, result),
-        "top_mass": top_mass,
-        "tolerance": tolerance,
-        "refit_growth": refit_growth,
-        "tau": tau,
-        "beta": beta,
-        "scale": scale,
-        "engine": engine,
-        "executor": executor or "process",
-    }
-    if as_json:
-        _emit(payload, Table(), True)
-    elif table or table_out is not None:
+
+
+def write_tables(table_out: str | None, result: StudyResult) -> None:
+    """Write the grid to ``PREFIX.csv`` and ``PREFIX.md`` (``--table-out``), if asked."""
+    if table_out is None:
+        return
+    from dphypo.simulation.tables import table_csv, table_markdown
+
+    prefix = Path(table_out)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{prefix}.csv").write_text(table_csv(result))
+    Path(f"{prefix}.md").write_text(table_markdown(result))
+
+
+def render_simulation(args: SimulateArgs, study: SimulateStudy, result: StudyResult) -> None:
+    """Print one JSON object (``--json``), the grid (``--table``, ``--table-out``) or one row per cell."""
+    if args.as_json:
+        _emit(_payload(args, study, result), Table(), True)
+    elif args.table or args.table_out is not None:
         out_console().print(_grid_table(result))
     else:
-        out_console().print(_long_table(result, landscape[0] if family is None else " + ".join(landscape)))
+        out_console().print(_long_table(result, args.landscape[0] if study.family is None
+                                        else " + ".join(args.landscape)))
+
+
+def _payload(args: SimulateArgs, study: SimulateStudy, result: StudyResult) -> dict[str, Any]:
+    """The JSON of a simulation: the study's result and the options that shaped it."""
+    family = study.family
+    return {
+        **result.to_dict(),
+        "landscape": args.landscape[0] if family is None else list(args.landscape),
+        "gp_landscape": args.gp_landscape,
+        "direction": _direction(args.landscape[0]),
+        "epsilon_target": args.epsilon,
+        "family_sigmas": None if family is None else list(family.sigmas),
+        **_payload_bounds(study.pairs, result),
+        "top_mass": args.top_mass,
+        "tolerance": args.tolerance,
+        "refit_growth": args.refit_growth,
+        "tau": args.tau,
+        "beta": args.beta,
+        "scale": args.scale,
+        "engine": args.engine,
+        "executor": args.executor or "process",
+    }
 
 
 def _payload_bounds(pairs: list[tuple[float, float | None]], result: StudyResult) -> dict[str, float | None]:

@@ -1,15 +1,22 @@
-"""``dphypo tune``: the main job — a private lr × clip search on a dataset, printing only the release."""
+"""``dphypo tune``: the main job — a private lr × clip search on a dataset, printing only the release.
+
+The command runs in four steps: :func:`build_request` checks every option and output path, then loads the data and
+builds the objects of the search (:class:`TuneRequest`); :func:`run_search` runs it through :func:`dphypo.tune` or
+:func:`dphypo.tune_subsampled` with one :class:`~dphypo.search.options.SearchOptions` (:func:`search_options`);
+:func:`save_release` writes the released model, ``release.json`` and the journal's extras; :func:`render_release`
+prints the release (a table, or one JSON object).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -17,16 +24,27 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dphypo._paths import check_output_dir, check_output_file
-from dphypo.cli.common import DEFAULT_C, DEFAULT_LOWER_C, _report_table, make_strategy, option_names, out_console
+from dphypo.cli.common import (
+    DEFAULT_C,
+    DEFAULT_LOWER_C,
+    _report_table,
+    make_strategy,
+    option_names,
+    out_console,
+    typed_grids,
+)
+from dphypo.privacy.validation import check_non_negative, check_non_negative_int, check_positive_int
 
 if TYPE_CHECKING:
     from dphypo.api import SubsampledTuning
     from dphypo.privacy import RunCountDistribution
-    from dphypo.privacy.transfer import Variant
     from dphypo.search.execution import Executor
-    from dphypo.search.tuner import Release, SearchHistory
+    from dphypo.search.options import SearchOptions
+    from dphypo.search.tuner import Release, SearchHistory, SearchResult
+    from dphypo.space import SearchSpace
     from dphypo.strategies import Strategy
-    from dphypo.train.plan import DPSGDPlan
+    from dphypo.train import DPSGD, DPSGDObjective, Splits
+    from dphypo.train.mechanism import DPSGDMechanism
 
 #: Total ε of the default search.
 DEFAULT_EPSILON = 8.0
@@ -36,8 +54,9 @@ DEFAULT_TAU, DEFAULT_BETA = 0.1, 1.0
 DEFAULT_MEAN_RUNS = 20.0
 
 
-class TuneOptions(TypedDict):
-    """The options of ``dphypo tune`` as the command parsed them (keys: its parameter names)."""
+@dataclass(frozen=True)
+class TuneArgs:
+    """The options of ``dphypo tune`` as typed (fields: the command's parameter names; checked by the build)."""
 
     dataset: str
     data_dir: str | None
@@ -75,6 +94,52 @@ class TuneOptions(TypedDict):
     runs_per_update: int | None
 
 
+@dataclass(frozen=True)
+class TuneRequest:
+    """What ``dphypo tune`` searches, built from its options (the data loaded, every default filled in).
+
+    Attributes:
+        args: The options as typed.
+        epsilon: Total ε to calibrate σ for (``--epsilon``, default :data:`DEFAULT_EPSILON` without ``--sigma``).
+        runs: The law of T.
+        space: The lr × clip grid.
+        splits: The dataset's splits (the public test split scores the released model).
+        model: The model's name.
+        training: How every run trains (DP-SGD; the score noise in counts).
+        strategy: The search strategy.
+        tau: GP-UCB exploration weight of ``--strategy gp``.
+        beta: Softmax inverse temperature of ``--strategy gp``.
+        objective: One DP-SGD training run per candidate.
+    """
+
+    args: TuneArgs
+    epsilon: float | None
+    runs: RunCountDistribution
+    space: SearchSpace
+    splits: Splits
+    model: str
+    training: DPSGD
+    strategy: Strategy
+    tau: float
+    beta: float
+    objective: DPSGDObjective
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """Where the released model was saved (all ``None`` when nothing was released: T = 0).
+
+    Attributes:
+        path: The model file.
+        sha256: Its fingerprint.
+        test_accuracy: Its accuracy on the dataset's test split (public data, not covered by ε).
+    """
+
+    path: Path | None = None
+    sha256: str | None = None
+    test_accuracy: float | None = None
+
+
 class _SearchArguments(TypedDict):
     """Keyword arguments :func:`dphypo.tune` and :func:`dphypo.tune_subsampled` share."""
 
@@ -83,15 +148,8 @@ class _SearchArguments(TypedDict):
     delta: float
     runs: RunCountDistribution
     strategy: Strategy
-    seed: int | None
-    progress: Callable[[int], None]
-    executor: Executor
-    runs_per_update: int | None
     max_lost: int
-
-
-def _is_variant(variant: int) -> TypeGuard[Variant]:
-    return variant in (1, 2)
+    options: SearchOptions
 
 
 #: Library parameter names in error messages → the ``dphypo tune`` option that sets them.
@@ -108,122 +166,194 @@ TUNE_OPTION_NAMES = {
 TUNE_RUNS = ("negbin", "geometric", "logarithmic", "poisson")
 
 
-def run_tune(**opts: Unpack[TuneOptions]) -> None:
-    """Implementation of ``dphypo tune`` (options as parsed by the command); errors name tune's options."""
+def run_tune(args: TuneArgs) -> None:
+    """Implementation of ``dphypo tune``: build, run, save, render; errors name tune's options."""
     with option_names(**TUNE_OPTION_NAMES):
-        _run_tune(opts)
+        request = build_request(args)
+        result, seconds = run_search(request)
+        saved = save_model(request, result.release)
+        payload = release_payload(request, result, saved, seconds)
+        record_release(args, payload, saved)
+        render_release(request, result, saved, payload)
 
 
-def _run_tune(opts: TuneOptions) -> None:
-    from dphypo.api import SubsampledSearchResult, tune, tune_subsampled
+def build_request(args: TuneArgs) -> TuneRequest:
+    """Check every option and output path (before any data is read), then load the data and build the search.
+
+    Raises:
+        ValueError: An invalid option or an unusable path, named by its option.
+    """
     from dphypo.privacy import make_run_count
-    from dphypo.search.execution import make_executor
-    from dphypo.search.tuner import SearchResult
-    from dphypo.simulation.builder import paper_grid
-    from dphypo.space import Grid, SearchSpace, parse_grid
+    from dphypo.space import Grid, SearchSpace
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
 
-    o = opts.copy()
-    C, c = _check_options_and_paths(o)  # before any data is touched or any noise calibrated
-    if o["seed"] is not None:  # privacy rule 6: a seed the curator chose is a secret, and we say so once
-        typer.echo(f"warning: --seed {o['seed']} makes this search reproducible: anyone who knows the seed can "
-                   "recompute T and subtract the DP-SGD and score noise, so keep it as secret as the data",
-                   err=True)
-    if o["epsilon"] is None and o["sigma"] is None:
-        o["epsilon"] = DEFAULT_EPSILON
-    if o["gamma"] is None and o["mean"] is None and o["runs"] != "negbin":
-        o["mean"] = DEFAULT_MEAN_RUNS
-    runs = make_run_count(o["runs"], theta=o["theta"], gamma=o["gamma"], mean=o["mean"])
-    noise = o["score_noise_accuracy"]
-    if not (math.isfinite(noise) and noise >= 0):
-        raise ValueError(f"--score-noise-accuracy must be a finite number >= 0, got {noise!r}")
-    default_lr, default_clip = paper_grid()
-    lrs = parse_grid(o["lr_grid"], "--lr-grid", positive=True) if o["lr_grid"] is not None else default_lr
-    clips = parse_grid(o["clip_grid"], "--clip-grid", positive=True) if o["clip_grid"] is not None else default_clip
+    C, c = _check_options_and_paths(args)  # before any data is touched or any noise calibrated
+    _warn_if_seeded(args.seed)
+    runs = make_run_count(args.runs, theta=args.theta, gamma=args.gamma, mean=_mean_runs(args))
+    check_non_negative("--score-noise-accuracy", args.score_noise_accuracy)
+    lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
     space = SearchSpace({"lr": Grid(lrs, scale="log"), "clip": Grid(clips, scale="linear")})
 
-    splits = load_dataset(o["dataset"], data_dir=o["data_dir"])
+    splits = load_dataset(args.dataset, data_dir=args.data_dir)
     n_train, n_val = len(splits.y_train), len(splits.y_val)
-    model = o["model"] or default_model(o["dataset"])
+    model = args.model or default_model(args.dataset)
+    noise = args.score_noise_accuracy
     count_noise = noise * n_val if noise > 0 else None  # the mechanism's unit: counts (sensitivity 1)
+    training = DPSGD(batch_size=args.batch_size, epochs=args.epochs, n_train=n_train, n_val=n_val,
+                     score_noise=count_noise, secure_mode=args.secure_mode)
+    tau = DEFAULT_TAU if args.tau is None else args.tau
+    beta = DEFAULT_BETA if args.beta is None else args.beta
+    strategy = make_strategy(args.strategy, C=C, c=c, tau=tau, beta=beta)
+    objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir)  # trains under run.mechanism
+    epsilon = DEFAULT_EPSILON if args.epsilon is None and args.sigma is None else args.epsilon
+    return TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective)
 
-    training = DPSGD(batch_size=o["batch_size"], epochs=o["epochs"], n_train=n_train, n_val=n_val,
-                     score_noise=count_noise, secure_mode=o["secure_mode"])
-    tau = DEFAULT_TAU if o["tau"] is None else o["tau"]
-    beta = DEFAULT_BETA if o["beta"] is None else o["beta"]
-    strategy = make_strategy(o["strategy"], C=C, c=c, tau=tau, beta=beta)
-    objective = DPSGDObjective(o["dataset"], model, data_dir=o["data_dir"])  # trains under run.plan
-    console = Console(stderr=True)
+
+def _mean_runs(args: TuneArgs) -> float | None:
+    """``--mean``, or :data:`DEFAULT_MEAN_RUNS` when no parameter of T's law is given (negbin takes --theta)."""
+    if args.gamma is None and args.mean is None and args.runs != "negbin":
+        return DEFAULT_MEAN_RUNS
+    return args.mean
+
+
+def _warn_if_seeded(seed: int | None) -> None:
+    """Privacy rule 6: a seed the curator chose is a secret, and we say so once."""
+    if seed is not None:
+        typer.echo(f"warning: --seed {seed} makes this search reproducible: anyone who knows the seed can "
+                   "recompute T and subtract the DP-SGD and score noise, so keep it as secret as the data",
+                   err=True)
+
+
+def search_options(args: TuneArgs, *, executor: Executor, progress: Callable[[int], None]) -> SearchOptions:
+    """The one :class:`~dphypo.search.options.SearchOptions` of the search ``args`` describe.
+
+    Args:
+        args: The options as typed (``--seed``, ``--journal``, ``--runs-per-update``).
+        executor: Where the runs execute (``--executor``, ``--workers``, ``--address``, opened by the caller).
+        progress: Called with the number of completed runs (the progress line; counts only).
+
+    Returns:
+        The options; a search ``dphypo tune`` runs always maximises the private validation accuracy.
+    """
+    from dphypo.search.options import SearchOptions
+
+    return SearchOptions(direction="maximize", seed=args.seed, executor=executor, journal=args.journal,
+                         runs_per_update=args.runs_per_update, progress=progress)
+
+
+def run_search(request: TuneRequest) -> tuple[SearchResult, float]:
+    """Run the search of ``request`` on its executor with a progress line (elapsed time only, privacy rule 1).
+
+    Returns:
+        The search's result and its wall time in seconds (curator-only: it reveals T roughly).
+    """
+    from dphypo.search.execution import make_executor
+
+    args = request.args
     started = time.perf_counter()
-    pool = make_executor(o["executor"], workers=o["workers"], address=o["address"])
-    columns = (SpinnerColumn(), TextColumn(progress_label(o["show_trials"])), TimeElapsedColumn())
-    with pool, Progress(*columns, console=console, transient=True) as bar, _interrupt_explained(o):
+    pool = make_executor(args.executor, workers=args.workers, address=args.address)
+    columns = (SpinnerColumn(), TextColumn(progress_label(args.show_trials)), TimeElapsedColumn())
+    with pool, Progress(*columns, console=Console(stderr=True), transient=True) as bar, _interrupt_explained(args):
         task = bar.add_task("search", total=None)
-        common: _SearchArguments = {
-            "epsilon": o["epsilon"], "sigma": o["sigma"], "delta": o["delta"], "runs": runs, "strategy": strategy,
-            "seed": o["seed"], "progress": lambda done: bar.update(task, completed=done), "executor": pool,
-            "runs_per_update": o["runs_per_update"], "max_lost": o["max_lost"],
-        }
-        fraction, variant = o["tune_fraction"], o["variant"]
-        if fraction is None:
-            result: SearchResult = tune(objective, space, training, journal=o["journal"], **common)
-        else:
-            if not _is_variant(variant):
-                raise ValueError(f"variant must be 1 or 2, got {variant!r}")
-            result = tune_subsampled(objective, space, training, fraction=fraction, variant=variant, **common)
-    elapsed = time.perf_counter() - started
-    release = result.release
-    out_dir = Path(o["out"])
-    model_path, test_accuracy, model_sha256 = None, None, None
-    if release.artifact is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        model_path = out_dir / "released_model.pt"
-        release.artifact.save(model_path)
-        model_sha256 = file_sha256(model_path)
-        test_accuracy = release.artifact.test_accuracy(splits)
-    subsampling = result.subsampling if isinstance(result, SubsampledSearchResult) else None
-    payload = _release_payload(release, o, model, test_accuracy, model_path, model_sha256)
-    if subsampling is not None:
-        payload["subsampled"] = subsampling.to_dict()
-    if o["show_trials"]:  # the search's wall time reveals T roughly: curator-only, like T itself
-        payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(elapsed, 1)}
-    if model_path is not None:
-        (out_dir / "release.json").write_text(json.dumps(_without_trials(payload), indent=2, sort_keys=True))
-    if o["journal"] is not None:
-        _journal_release_extras(o["journal"], test_accuracy, model_path, model_sha256)
-    if o["as_json"]:
+        options = search_options(args, executor=pool, progress=lambda done: bar.update(task, completed=done))
+        result = _search(request, options)
+    return result, time.perf_counter() - started
+
+
+def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
+    """:func:`dphypo.tune`, or :func:`dphypo.tune_subsampled` with ``--tune-fraction``, under ``options``."""
+    from dphypo.api import tune, tune_subsampled
+    from dphypo.privacy.transfer import check_variant
+
+    args = request.args
+    common: _SearchArguments = {
+        "epsilon": request.epsilon, "sigma": args.sigma, "delta": args.delta, "runs": request.runs,
+        "strategy": request.strategy, "max_lost": args.max_lost, "options": options,
+    }
+    if args.tune_fraction is None:
+        return tune(request.objective, request.space, request.training, **common)
+    return tune_subsampled(request.objective, request.space, request.training, fraction=args.tune_fraction,
+                           variant=check_variant(args.variant), **common)
+
+
+def save_model(request: TuneRequest, release: Release) -> SavedModel:
+    """Save the released model in ``--out`` with its SHA-256 and public test accuracy (nothing if T = 0)."""
+    if release.artifact is None:
+        return SavedModel()
+    out_dir = Path(request.args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "released_model.pt"
+    release.artifact.save(path)
+    return SavedModel(path, file_sha256(path), release.artifact.test_accuracy(request.splits))
+
+
+def release_payload(request: TuneRequest, result: SearchResult, saved: SavedModel, seconds: float
+                    ) -> dict[str, Any]:
+    """The JSON of the release (plus the curator-only trials and wall time with ``--show-trials``)."""
+    from dphypo.api import SubsampledSearchResult
+
+    args = request.args
+    payload = _release_payload(result.release, args, request.model, saved)
+    if isinstance(result, SubsampledSearchResult) and result.subsampling is not None:
+        payload["subsampled"] = result.subsampling.to_dict()
+    if args.show_trials:  # the search's wall time reveals T roughly: curator-only, like T itself
+        payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(seconds, 1)}
+    return payload
+
+
+def record_release(args: TuneArgs, payload: dict[str, Any], saved: SavedModel) -> None:
+    """Write ``release.json`` next to the saved model, and the model's file and fingerprint into the journal."""
+    if saved.path is not None:
+        (Path(args.out) / "release.json").write_text(json.dumps(_without_trials(payload), indent=2, sort_keys=True))
+    if args.journal is not None:
+        _journal_release_extras(args.journal, saved)
+
+
+def render_release(request: TuneRequest, result: SearchResult, saved: SavedModel, payload: dict[str, Any]) -> None:
+    """Print the release: one JSON object with ``--json``, else its table (and the curator-only trials)."""
+    args = request.args
+    if args.as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
     out = out_console()
-    extra = {
-        "dataset / model": f"{o['dataset']} / {model}",
-        "strategy": o["strategy"] + ("" if o["strategy"] == "uniform" else f" (τ={tau:g}, β={beta:g})"),
-        "released lr, clip": "-" if release.params is None else
-        f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
-        "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
-        "test accuracy of released model": "-" if test_accuracy is None else f"{test_accuracy:.4f}",
-        "σ (noise multiplier)": f"{_dpsgd_plan(release).sigma:.4g}",
-        "lost attempts charged up front": f"{o['max_lost']} (one more stops the search without a release)",
-        "saved model": str(model_path) if model_path else "- (no run: T = 0)",
-    }
-    if subsampling is not None:
-        extra.update(_subsampled_rows(subsampling))
-    out.print(_report_table(release.privacy, "Release of the private search", extra))
+    out.print(_report_table(result.release.privacy, "Release of the private search",
+                            _release_rows(request, result, saved)))
     out.print(
         "[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
         "embedded datasets treat as public; it is not covered by ε.[/]"
     )
-    if o["show_trials"]:
+    if args.show_trials:
         _print_trials(out, result.history)
 
 
+def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel) -> dict[str, str]:
+    """The release table's rows beside the privacy report (dataset, strategy, released values, σ, files)."""
+    from dphypo.api import SubsampledSearchResult
+
+    args, release = request.args, result.release
+    rows = {
+        "dataset / model": f"{args.dataset} / {request.model}",
+        "strategy": args.strategy + ("" if args.strategy == "uniform" else f" (τ={request.tau:g}, β={request.beta:g})"),
+        "released lr, clip": "-" if release.params is None else
+        f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
+        "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
+        "test accuracy of released model": "-" if saved.test_accuracy is None else f"{saved.test_accuracy:.4f}",
+        "σ (noise multiplier)": f"{_dpsgd_mechanism(release).sigma:.4g}",
+        "lost attempts charged up front": f"{args.max_lost} (one more stops the search without a release)",
+        "saved model": str(saved.path) if saved.path else "- (no run: T = 0)",
+    }
+    if isinstance(result, SubsampledSearchResult) and result.subsampling is not None:
+        rows.update(_subsampled_rows(result.subsampling))
+    return rows
+
+
 @contextlib.contextmanager
-def _interrupt_explained(o: TuneOptions) -> Iterator[None]:
+def _interrupt_explained(args: TuneArgs) -> Iterator[None]:
     """Ctrl-C during a search: say what it cost and whether (and how) it resumes, then exit with status 130."""
     try:
         yield
     except KeyboardInterrupt:
-        typer.echo(interrupted_message(o["journal"], o["max_lost"]), err=True)
+        typer.echo(interrupted_message(args.journal, args.max_lost), err=True)
         raise typer.Exit(code=130) from None
 
 
@@ -273,50 +403,66 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_options_and_paths(o: TuneOptions) -> tuple[float, float]:
+def _check_options_and_paths(args: TuneArgs) -> tuple[float, float]:
     """Refuse bad options and unusable output paths before any data is read (nothing is spent on a doomed run).
 
     Returns:
         The GP strategy's density bounds ``(C, c)``, the defaults filled in.
     """
-    if o["tune_fraction"] is None and o["variant"] != 1:
-        raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
-    if o["tune_fraction"] is not None and o["journal"] is not None:
-        raise ValueError("--journal is not supported with --tune-fraction yet: the final run on the rest of the data "
-                         "would not be journaled, so a crash during it could not be charged")
-    if o["score_noise"] is not None:
+    _check_subsampling_options(args)
+    if args.score_noise is not None:
         raise ValueError("--score-noise was renamed --score-noise-accuracy (the std of the noise on the validation "
                          "accuracy; dphypo.tune's score_noise is the same noise in counts, i.e. times n_val)")
-    if o["strategy"] not in ("uniform", "gp"):  # before any data is read (top-set: dphypo simulate / dphypo.tune)
-        raise ValueError(f"--strategy must be 'uniform' or 'gp', got {o['strategy']!r}")
-    if o["strategy"] == "uniform" and (o["C"], o["c"]) not in ((None, None), (1.0, 1.0)):
-        raise ValueError("--strategy uniform never adapts (C = c = 1 is what it is accounted with): drop --C/--c, "
-                         "or use --strategy gp")
-    if o["strategy"] == "uniform" and (o["tau"], o["beta"]) != (None, None):
-        raise ValueError("--tau and --beta set the GP-UCB score of --strategy gp; uniform search has none: drop "
-                         "them, or use --strategy gp")
-    C = DEFAULT_C if o["C"] is None else o["C"]
-    c = DEFAULT_LOWER_C if o["c"] is None else o["c"]
-    if o["runs"] not in TUNE_RUNS:
-        also = " (binomial is for `dphypo account`/`calibrate` only)" if o["runs"] == "binomial" else ""
-        raise ValueError(f"--runs must be one of {', '.join(TUNE_RUNS)}{also}, got {o['runs']!r}")
-    for name, count in (("runs_per_update", o["runs_per_update"]), ("workers", o["workers"])):
-        if count is not None and count < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {count}")
-    if o["max_lost"] < 0:
-        raise ValueError(f"--max-lost must be a non-negative integer, got {o['max_lost']}")
-    if o["seed"] is not None and o["seed"] < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {o['seed']}")
-    if o["secure_mode"]:
+    C, c = _strategy_bounds(args)
+    if args.runs not in TUNE_RUNS:
+        also = " (binomial is for `dphypo account`/`calibrate` only)" if args.runs == "binomial" else ""
+        raise ValueError(f"--runs must be one of {', '.join(TUNE_RUNS)}{also}, got {args.runs!r}")
+    for option, count in (("--runs-per-update", args.runs_per_update), ("--workers", args.workers)):
+        if count is not None:
+            check_positive_int(option, count)
+    check_non_negative_int("--max-lost", args.max_lost)
+    if args.seed is not None:
+        check_non_negative_int("--seed", args.seed)
+    if args.secure_mode:
         from dphypo.train.opacus import require_csprng
 
         require_csprng()
     # Every output path is proven writable now: a search that fails to save its release has spent its budget.
-    out = check_output_dir(o["out"], "--out")
-    if o["journal"] is not None:
-        check_output_file(o["journal"], "--journal")
-    _check_out_is_free(out, o["journal"])
+    out = check_output_dir(args.out, "--out")
+    if args.journal is not None:
+        check_output_file(args.journal, "--journal")
+    _check_out_is_free(out, args.journal)
     return C, c
+
+
+def _check_subsampling_options(args: TuneArgs) -> None:
+    """``--variant`` and ``--journal`` against ``--tune-fraction`` (the fraction itself is checked by the API)."""
+    if args.tune_fraction is None and args.variant != 1:
+        raise ValueError("--variant needs --tune-fraction (it selects the final run of subsampled tuning)")
+    if args.tune_fraction is not None and args.journal is not None:
+        raise ValueError("--journal is not supported with --tune-fraction yet: the final run on the rest of the data "
+                         "would not be journaled, so a crash during it could not be charged")
+    if args.tune_fraction is not None:
+        from dphypo.privacy.transfer import check_variant
+
+        check_variant(args.variant)
+
+
+def _strategy_bounds(args: TuneArgs) -> tuple[float, float]:
+    """The density bounds ``(C, c)`` of ``--strategy gp`` (defaults filled in); uniform search takes none.
+
+    Raises:
+        ValueError: A strategy ``dphypo tune`` does not run, or GP options given to a uniform search.
+    """
+    if args.strategy not in ("uniform", "gp"):  # before any data is read (top-set: dphypo simulate / dphypo.tune)
+        raise ValueError(f"--strategy must be 'uniform' or 'gp', got {args.strategy!r}")
+    if args.strategy == "uniform" and (args.C, args.c) not in ((None, None), (1.0, 1.0)):
+        raise ValueError("--strategy uniform never adapts (C = c = 1 is what it is accounted with): drop --C/--c, "
+                         "or use --strategy gp")
+    if args.strategy == "uniform" and (args.tau, args.beta) != (None, None):
+        raise ValueError("--tau and --beta set the GP-UCB score of --strategy gp; uniform search has none: drop "
+                         "them, or use --strategy gp")
+    return (DEFAULT_C if args.C is None else args.C), (DEFAULT_LOWER_C if args.c is None else args.c)
 
 
 def _check_out_is_free(out: Path, journal: str | None) -> None:
@@ -343,45 +489,43 @@ def _check_out_is_free(out: Path, journal: str | None) -> None:
                      "another --out or move that release away first")
 
 
-def _journal_release_extras(journal: str, test_accuracy: float | None, model_path: Path | None,
-                            model_sha256: str | None) -> None:
+def _journal_release_extras(journal: str, saved: SavedModel) -> None:
     """Add the released model's file, its SHA-256 and the public test accuracy to the journal's release."""
     from dphypo.search.storage import SQLiteJournal
 
     with SQLiteJournal.open(journal) as opened:
         release = opened.release()
         if release is not None:
-            opened.write_release({**release, "test_accuracy": test_accuracy,
+            opened.write_release({**release, "test_accuracy": saved.test_accuracy,
                                   # resolved: `dphypo release` may run from another directory
-                                  "model_path": None if model_path is None else str(model_path.resolve()),
-                                  "model_sha256": model_sha256})
+                                  "model_path": None if saved.path is None else str(saved.path.resolve()),
+                                  "model_sha256": saved.sha256})
 
 
-def _dpsgd_plan(release: Release) -> DPSGDPlan:
-    """The release's per-run plan: every search ``dphypo tune`` runs (plain or subsampled) has a DP-SGD plan."""
-    from dphypo.train.plan import DPSGDPlan
+def _dpsgd_mechanism(release: Release) -> DPSGDMechanism:
+    """The release's per-run mechanism: every search ``dphypo tune`` runs (plain or subsampled) is DP-SGD."""
+    from dphypo.train.mechanism import DPSGDMechanism
 
-    if not isinstance(release.plan, DPSGDPlan):
-        raise TypeError(f"release.plan must be a DPSGDPlan, got {release.plan!r}")
-    return release.plan
+    if not isinstance(release.mechanism, DPSGDMechanism):
+        raise TypeError(f"release.mechanism must be a DPSGDMechanism, got {release.mechanism!r}")
+    return release.mechanism
 
 
-def _release_payload(release: Release, o: TuneOptions, model: str, test_accuracy: float | None,
-                     model_path: Path | None, model_sha256: str | None) -> dict[str, Any]:
-    plan = _dpsgd_plan(release)
+def _release_payload(release: Release, args: TuneArgs, model: str, saved: SavedModel) -> dict[str, Any]:
+    mechanism = _dpsgd_mechanism(release)
     return {
         "release": {
             "params": release.params,
             "score": release.score,
-            "test_accuracy": test_accuracy,
-            "model_path": None if model_path is None else str(model_path),
-            "model_sha256": model_sha256,
+            "test_accuracy": saved.test_accuracy,
+            "model_path": None if saved.path is None else str(saved.path),
+            "model_sha256": saved.sha256,
         },
-        "privacy": {**release.privacy.to_dict(), "sigma": plan.sigma,
-                    "sample_rate": plan.sample_rate, "steps": plan.steps, "max_lost": o["max_lost"]},
-        "dataset": o["dataset"],
+        "privacy": {**release.privacy.to_dict(), "sigma": mechanism.sigma,
+                    "sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "max_lost": args.max_lost},
+        "dataset": args.dataset,
         "model": model,
-        "strategy": o["strategy"],
+        "strategy": args.strategy,
     }
 
 
@@ -393,7 +537,7 @@ def _subsampled_rows(info: SubsampledTuning) -> dict[str, str]:
         "tuning fraction q": f"{info.tuning_rate:g} (search on X1 only)",
         "lr tuned on X1 → transferred": f"{info.tuned_lr:.4g} → {info.transferred_lr:.4g}",
         "set sizes (nominal)": f"X1: {info.tuning_set_size}, final run on {final}: {info.final_set_size}",
-        "batch size tuning → final": f"{info.tuning_plan.batch_size} → {info.final_plan.batch_size}",
+        "batch size tuning → final": f"{info.tuning_mechanism.batch_size} → {info.final_mechanism.batch_size}",
         "ε of the same search on all data": f"{info.report.full_data_epsilon:.4g} (no final run)",
         "released score": "best tuning run's private score on X1's validation part",
     }

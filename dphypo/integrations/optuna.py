@@ -7,7 +7,7 @@ module lets such an objective be tuned privately without rewriting it:
   discretised to ``points`` values, a stepped, integer or categorical one exact);
 * :class:`OptunaObjective` runs ``objective(trial)`` on the grid point dphypo drew, through a
   :class:`PrivateFixedTrial` (an :class:`optuna.trial.FixedTrial`): ``trial.suggest_*`` returns exactly that
-  grid value, and ``trial.run`` is the dphypo :class:`~dphypo.search.records.Run` to train through
+  grid value, and ``trial.run`` is the dphypo :class:`~dphypo.search.records.RunContext` to train through
   (``trial.run.make_private(...)``) and score with (``return trial.run.private_score(count)``);
 * :func:`tune_optuna` is the one-call form of :func:`dphypo.tune`.
 
@@ -61,7 +61,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without the
     raise ImportError('dphypo.integrations.optuna needs Optuna: pip install "dphypo[optuna]"') from _missing
 
 from dphypo.api import tune
-from dphypo.search.records import Run, RunMisuse
+from dphypo.search.records import RunContext, RunMisuse
 from dphypo.space import SearchSpace
 from dphypo.space.axes import INDEX_RTOL
 from dphypo.space.search_space import DEFAULT_OPTUNA_POINTS
@@ -98,13 +98,13 @@ class PrivateFixedTrial(FixedTrial):
         space: The search space the point was drawn from.
     """
 
-    def __init__(self, params: Mapping[str, Any], run: Run, space: SearchSpace) -> None:
+    def __init__(self, params: Mapping[str, Any], run: RunContext, space: SearchSpace) -> None:
         super().__init__(dict(params), number=run.number)
         self._run = run
         self._space = space
 
     @property
-    def run(self) -> Run:
+    def run(self) -> RunContext:
         """The dphypo run: train through ``run.make_private(...)`` and return ``run.private_score(count)``."""
         return self._run
 
@@ -216,7 +216,7 @@ class OptunaObjective:
             raise TypeError(f"space must be a dphypo SearchSpace (e.g. SearchSpace.from_optuna(...)), got "
                             f"{self.space!r}")
 
-    def __call__(self, params: dict[str, Any], run: Run) -> Any:
+    def __call__(self, params: dict[str, Any], run: RunContext) -> Any:
         """Run the objective on a fixed trial holding ``params``; its result goes to dphypo unchanged."""
         return self.objective(PrivateFixedTrial(params, run, self.space))
 
@@ -259,6 +259,7 @@ def tune_optuna(
         >>> from optuna.distributions import FloatDistribution
         >>> from torch import nn
         >>> from dphypo import DPSGD, Uniform
+        >>> from dphypo.integrations.optuna import tune_optuna
         >>> x, y = torch.randn(1000, 4, generator=torch.Generator().manual_seed(0)), torch.zeros(1000).long()
         >>> def objective(trial):
         ...     lr = trial.suggest_float("lr", 1e-3, 1.0, log=True)

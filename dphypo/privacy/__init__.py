@@ -5,20 +5,21 @@ The public surface:
 * run-count distributions: :class:`TruncatedNegativeBinomial`, :func:`geometric`, :func:`logarithmic`,
   :class:`Poisson`;
 * per-candidate RDP curves: :func:`dpsgd_rdp`, :func:`gaussian_rdp`, :func:`pure_dp_rdp`, :func:`custom_rdp`,
-  :func:`compose`;
+  :func:`compose`, each carrying the ``dp_accounting`` ``DpEvent`` of its mechanism (:mod:`dphypo.privacy.events`,
+  imported on first use: it loads dp_accounting);
 * tuning theorems: :func:`tuning_rdp` (the order-wise minimum of the valid RDP bounds: Theorem B of
   ``docs/proofs/adaptive.md`` for C > c; Papernot-Steinke Theorems 2 and 6 and Theorem B at C = c = 1 for a uniform
   search), :func:`theorem_a`, :func:`theorem_b`, :func:`theorem_a_pure`, and the published
   :func:`dphypo_theorem1` / :func:`dphypo_theorem2` (proof gap; opt-in in the accountant);
-* the accountant: :class:`SearchSpec`, :class:`PrivacyPlan`, :func:`account`, :func:`account_pure`,
+* the accountant: :class:`RepeatAndSelect`, :class:`PrivacyAccounting`, :func:`account`, :func:`account_pure`,
   :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
 * conversions: :func:`epsilon_from_rdp`, :func:`delta_from_rdp`.
 
-Modules, each importing only earlier ones (``tests/test_architecture.py`` checks there is no cycle): ``errors``;
-``rdp``, ``conversion``, ``run_counts``; ``profiles``; ``tuning`` (the published theorems); ``adaptive``
+Modules, each importing only earlier ones (``tests/test_architecture.py`` checks there is no cycle): ``errors``,
+``events``; ``rdp``, ``conversion``, ``run_counts``; ``profiles``; ``tuning`` (the published theorems); ``adaptive``
 (Theorems A and B); ``search_rdp`` (:func:`tuning_rdp`, the dispatcher to the covering theorems); ``spec``
-(:class:`SearchSpec`, :class:`PrivacyReport`); ``profile_tuning``; ``accountant`` (:func:`account`); ``charged``;
-``plan`` (:class:`PrivacyPlan`); ``calibration``; ``subsampled``, ``transfer``.
+(:class:`RepeatAndSelect`, :class:`PrivacyReport`); ``profile_tuning``; ``accountant`` (:func:`account`); ``charged``;
+``plan`` (:class:`PrivacyAccounting`); ``calibration``; ``subsampled``, ``transfer``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from __future__ import annotations
 from typing import NoReturn
 
 from dphypo.privacy.accountant import account, account_pure
+from dphypo.privacy.accounting import PrivacyAccounting
 from dphypo.privacy.adaptive import theorem_a, theorem_a_pure, theorem_b
 from dphypo.privacy.calibration import CalibrationError, CalibrationResult, calibrate_dpsgd_sigma, calibrate_sigma
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
-from dphypo.privacy.plan import PrivacyPlan
 from dphypo.privacy.rdp import (
     DEFAULT_ORDERS,
     RdpCurve,
@@ -50,7 +51,7 @@ from dphypo.privacy.run_counts import (
     make_run_count,
 )
 from dphypo.privacy.search_rdp import AdaptivePoissonError, tuning_rdp
-from dphypo.privacy.spec import PrivacyReport, SearchSpec
+from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
 from dphypo.privacy.tuning import (
     TuningRdp,
     check_density_bounds,
@@ -66,11 +67,11 @@ __all__ = [
     "CalibrationError",
     "CalibrationResult",
     "Poisson",
-    "PrivacyPlan",
+    "PrivacyAccounting",
     "PrivacyReport",
     "RdpCurve",
+    "RepeatAndSelect",
     "RunCountDistribution",
-    "SearchSpec",
     "TruncatedNegativeBinomial",
     "TuningRdp",
     "account",
@@ -98,8 +99,17 @@ __all__ = [
     "zero_rdp",
 ]
 
-#: Names removed by the SearchSpec/PrivacyPlan rename, mapped to their replacements (no alias: one name per concept).
-_RENAMED = {"SearchPrivacy": "SearchSpec", "PrivacyConfig": "PrivacyPlan"}
+#: Names this version renamed (issue #21) mapped to their replacements (no alias: one name per concept): the
+#: search's privacy configuration, how a search is randomised, and the tuple mechanism keys that dp_accounting
+#: DpEvents replaced (dphypo.privacy.events).
+_RENAMED = {
+    "PrivacyPlan": "dphypo.privacy.PrivacyAccounting",
+    "SearchSpec": "dphypo.privacy.RepeatAndSelect",
+    "Mechanism": "dp_accounting.dp_event.DpEvent (RdpCurve.event, PrivacyProfile.event)",
+    "mechanism_key": "dp_accounting.dp_event events (e.g. dphypo.privacy.events.gaussian_event)",
+    "compose_mechanisms": "dphypo.privacy.events.compose_events",
+    "dpsgd_mechanism": "dphypo.privacy.events.dpsgd_event",
+}
 
 
 def __getattr__(name: str) -> NoReturn:
@@ -109,5 +119,5 @@ def __getattr__(name: str) -> NoReturn:
         AttributeError: Always; for a renamed name the message names the new one.
     """
     if name in _RENAMED:
-        raise AttributeError(f"dphypo.privacy.{name} was renamed to dphypo.privacy.{_RENAMED[name]}")
+        raise AttributeError(f"dphypo.privacy.{name} was renamed to {_RENAMED[name]}")
     raise AttributeError(f"module 'dphypo.privacy' has no attribute {name!r}")

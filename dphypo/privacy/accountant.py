@@ -3,8 +3,8 @@
 :func:`account` evaluates every valid bound for a search (each RDP curve of
 :func:`~dphypo.privacy.search_rdp.rdp_bounds` converted to (ε, δ), and for a uniform search the privacy-profile
 bounds of :mod:`dphypo.privacy.profile_tuning`) and reports the minimum; :func:`account_pure` is the pure-DP
-statement. The plan shared with the tuner is :class:`~dphypo.privacy.plan.PrivacyPlan`; noise calibration lives
-in :mod:`dphypo.privacy.calibration`.
+statement. The plan shared with the tuner is :class:`~dphypo.privacy.accounting.PrivacyAccounting`; noise calibration
+lives in :mod:`dphypo.privacy.calibration`.
 
 References (docs/references.md): Papernot & Steinke 2022 arXiv:2110.03620v2; Wang et al. 2023 arXiv:2306.05734v2;
 Koskela, Redberg & Wang 2024 arXiv:2402.06701 (version unverified); Canonne, Kamath & Steinke 2020
@@ -14,7 +14,7 @@ arXiv:2004.00010v4.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from dphypo.privacy.adaptive import adaptive_pure_epsilon, check_adaptive_theorem
 from dphypo.privacy.conversion import epsilon_from_rdp
@@ -23,8 +23,9 @@ from dphypo.privacy.profiles import ProfileSkipped
 from dphypo.privacy.rdp import RdpCurve
 from dphypo.privacy.run_counts import Binomial, TruncatedNegativeBinomial
 from dphypo.privacy.search_rdp import rdp_bounds
-from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
+from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
 from dphypo.privacy.tuning import dphypo_theorem2
+from dphypo.privacy.validation import check_delta
 
 __all__ = ["account", "account_pure", "check_same_mechanism"]
 
@@ -33,26 +34,29 @@ def check_same_mechanism(base: RdpCurve, profile: Any) -> None:
     """Refuse a privacy profile that does not bound the same mechanism as the RDP curve.
 
     A profile of less than the curve covers (e.g. the training alone, next to a curve that also covers the score
-    release) would under-report ε, so both must carry the same exact description
-    (:data:`~dphypo.privacy.rdp.Mechanism`: built by ``dpsgd_rdp``/``dpsgd_profile``, ``gaussian_rdp``/
-    ``GaussianProfile`` and kept through composition); an unknown description on either side is refused too.
+    release) would under-report ε, so both must carry equal ``dp_accounting`` events (``base.event ==
+    profile.event``: built by ``dpsgd_rdp``/``dpsgd_profile``, ``gaussian_rdp``/``GaussianProfile``, kept through
+    composition in canonical form, :mod:`dphypo.privacy.events`); an unknown event on either side is refused too.
 
     Raises:
-        ValueError: The descriptions differ or one is unknown.
+        ValueError: The events differ or one is unknown (the message renders both with
+            :func:`~dphypo.privacy.events.describe_event`).
     """
-    curve_key, profile_key = base.mechanism, getattr(profile, "mechanism", None)
-    if curve_key is None or profile_key is None or curve_key != profile_key:
-        def show(key: Any) -> str:
-            return "unknown" if key is None else " + ".join(key) or "data-independent"
+    curve_event, profile_event = base.event, getattr(profile, "event", None)
+    if curve_event is None or profile_event is None or curve_event != profile_event:
+        from dphypo.privacy.events import describe_event
 
+        # Two events that differ only beyond 3 significant digits are printed in full.
+        exact = describe_event(curve_event) == describe_event(profile_event)
+        curve, other = describe_event(curve_event, exact=exact), describe_event(profile_event, exact=exact)
         raise ValueError(
-            f"the privacy profile must describe the same mechanism as the RDP curve: the curve covers "
-            f"{show(curve_key)}, the profile covers {show(profile_key)}"
+            f"the privacy profile must describe the same mechanism as the RDP curve: the curve covers {curve}, "
+            f"the profile covers {other}"
         )
 
 
 def account(
-    base: RdpCurve, search: SearchSpec, delta: float, *, profile: Any = None, adaptive_theorem: str = "B"
+    base: RdpCurve, search: RepeatAndSelect, delta: float, *, profile: Any = None, adaptive_theorem: str = "B"
 ) -> PrivacyReport:
     """Total (ε, δ) of a search whose every candidate satisfies ``base``: the minimum over every valid bound.
 
@@ -94,8 +98,8 @@ def account(
         100: one run costs ε ≈ 3.43; Papernot-Steinke Theorem 2 gives ε ≈ 7.95 for the search at δ = 1e-5 and
         Theorem B at C = c = 1 ≈ 6.50, which is reported.
 
-        >>> from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
-        >>> report = account(dpsgd_rdp(0.71, 256 / 60000, 2344), SearchSpec(geometric(0.01)), 1e-5)
+        >>> from dphypo.privacy import RepeatAndSelect, account, dpsgd_rdp, geometric
+        >>> report = account(dpsgd_rdp(0.71, 256 / 60000, 2344), RepeatAndSelect(geometric(0.01)), 1e-5)
         >>> round(report.base_epsilon, 3), round(report.methods["rdp"], 3), report.method
         (3.433, 7.952, 'rdp-theorem-b')
         >>> round(report.epsilon, 2), report.adaptivity_epsilon
@@ -108,60 +112,79 @@ def account(
         skipped, profile = profile.reason, None
     if profile is not None:
         check_same_mechanism(base, profile)
-    methods: dict[str, float] = {}
-    theorems: dict[str, str] = {}
-    orders: dict[str, tuple[float, float]] = {}
-    if not isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
-        for name, tuned in rdp_bounds(base, search.run_count, search.C, search.c,
-                                      adaptive_theorem=adaptive_theorem).items():
-            methods[name], order = epsilon_from_rdp(
-                tuned.curve.orders, tuned.curve.epsilons, delta, pure_epsilon=tuned.curve.pure_epsilon
-            )
-            theorems[name], orders[name] = tuned.theorem, (order, tuned.order_hat)
-    bounds: dict[str, ProfileBound] = {}
+    bounds = _rdp_bounds(base, search, delta, adaptive_theorem)
     if profile is not None:
-        bounds = profile_bounds(profile, search, delta, base_rdp=base)
-        methods.update({name: b.epsilon for name, b in bounds.items()})
-        theorems.update({name: b.theorem for name, b in bounds.items()})
-        orders.update({name: (b.order, math.nan) for name, b in bounds.items()})
-    if not methods:
-        if skipped is not None:
-            raise ValueError(
-                f"binomial T has no RDP theorem, and the privacy-profile bound (Koskela-Redberg-Wang 2024 Thm 5.7) "
-                f"cannot be evaluated: {skipped}; "
-                "use negbin/geometric/poisson runs or more noise"
-            )
-        raise ValueError(
-            "binomial T has no RDP theorem; only the profile bound of Koskela-Redberg-Wang 2024 (Thm 5.7, uniform "
-            "search) applies: pass profile=dpsgd_profile(sigma, sample_rate, steps)"
-        )
-    method = min(methods, key=methods.__getitem__)
-    eps = methods[method]
-    order, order_hat = orders[method]
+        bounds.update(_profile_bounds(profile, search, delta, base))
+    if not bounds:
+        raise _no_bound_error(skipped)
+    method = min(bounds, key=lambda name: bounds[name].epsilon)
+    best = bounds[method]
     base_eps, _ = epsilon_from_rdp(base.orders, base.epsilons, delta, pure_epsilon=base.pure_epsilon)
     if profile is not None:
         base_eps = min(base_eps, profile.epsilon(delta))
     uniform_eps = (account(base, search.uniform(), delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon
-                   if search.adaptive else eps)
+                   if search.adaptive else best.epsilon)
     return PrivacyReport(
-        epsilon=eps,
+        epsilon=best.epsilon,
         delta=delta,
         base_epsilon=base_eps,
         repetition_epsilon=uniform_eps - base_eps,
-        adaptivity_epsilon=eps - uniform_eps,
-        order=order,
-        order_hat=order_hat,
+        adaptivity_epsilon=best.epsilon - uniform_eps,
+        order=best.order,
+        order_hat=best.order_hat,
         expected_runs=search.run_count.mean,
-        theorem=theorems[method],
+        theorem=best.theorem,
         search=search,
         base_label=base.label,
-        methods=methods,
+        methods={name: bound.epsilon for name, bound in bounds.items()},
         method=method,
         profile_skipped=skipped,
     )
 
 
-def account_pure(epsilon: float, search: SearchSpec, *, adaptive_theorem: str = "B") -> PrivacyReport:
+class _Bound(NamedTuple):
+    """One valid bound on the search's ε at the target δ: its value, theorem and the orders it used."""
+
+    epsilon: float
+    theorem: str
+    order: float
+    order_hat: float
+
+
+def _rdp_bounds(base: RdpCurve, search: RepeatAndSelect, delta: float, adaptive_theorem: str) -> dict[str, _Bound]:
+    """Every RDP bound of the search (:func:`~dphypo.privacy.search_rdp.rdp_bounds`) converted to ε at ``delta``."""
+    if isinstance(search.run_count, Binomial):  # binomial T has no RDP theorem
+        return {}
+    out: dict[str, _Bound] = {}
+    for name, tuned in rdp_bounds(base, search.run_count, search.C, search.c,
+                                  adaptive_theorem=adaptive_theorem).items():
+        eps, order = epsilon_from_rdp(tuned.curve.orders, tuned.curve.epsilons, delta,
+                                      pure_epsilon=tuned.curve.pure_epsilon)
+        out[name] = _Bound(eps, tuned.theorem, order, tuned.order_hat)
+    return out
+
+
+def _profile_bounds(profile: Any, search: RepeatAndSelect, delta: float, base: RdpCurve) -> dict[str, _Bound]:
+    """The privacy-profile bounds of a uniform search (:func:`~dphypo.privacy.profile_tuning.profile_bounds`)."""
+    bounds: dict[str, ProfileBound] = profile_bounds(profile, search, delta, base_rdp=base)
+    return {name: _Bound(b.epsilon, b.theorem, b.order, math.nan) for name, b in bounds.items()}
+
+
+def _no_bound_error(skipped: str | None) -> ValueError:
+    """Why a search has no valid bound at all: binomial T without a (buildable) privacy profile."""
+    if skipped is not None:
+        return ValueError(
+            f"binomial T has no RDP theorem, and the privacy-profile bound (Koskela-Redberg-Wang 2024 Thm 5.7) "
+            f"cannot be evaluated: {skipped}; "
+            "use negbin/geometric/poisson runs or more noise"
+        )
+    return ValueError(
+        "binomial T has no RDP theorem; only the profile bound of Koskela-Redberg-Wang 2024 (Thm 5.7, uniform "
+        "search) applies: pass profile=dpsgd_profile(sigma, sample_rate, steps)"
+    )
+
+
+def account_pure(epsilon: float, search: RepeatAndSelect, *, adaptive_theorem: str = "B") -> PrivacyReport:
     """Pure-DP accounting: every candidate ε-DP ⇒ the search is (ε′, 0)-DP.
 
     Uniform search (C = c = 1): ε′ = (2+θ)ε (Papernot & Steinke 2022, Corollary 3 = DP-HyPO Theorem 2 at

@@ -36,6 +36,7 @@ arXiv:2110.03620v2; van Erven & Harremoës 2014 arXiv:1206.2459 (version unverif
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -43,6 +44,7 @@ import numpy as np
 from dphypo.privacy.rdp import RdpCurve
 from dphypo.privacy.run_counts import TruncatedNegativeBinomial
 from dphypo.privacy.tuning import TuningRdp, check_density_bounds, dphypo_theorem1, dphypo_theorem2
+from dphypo.privacy.validation import check_int_at_least, check_non_negative, check_probability, check_theta
 
 __all__ = [
     "ADAPTIVE_THEOREMS",
@@ -102,8 +104,6 @@ _TAIL_FRACTION = 0.2
 _REFINE_TOLERANCE, _REFINE_POINTS, _REFINE_ROUNDS = 2e-4, 4, 12
 #: At most this many cells are refined per round (the loosest first), so the grid stays small.
 _REFINE_CELLS = 100
-#: Mechanism-key prefixes of the curves dphypo's own accountants build (:func:`check_theorem_b_curve`).
-_LIBRARY_MECHANISMS: tuple[str, ...] = ("DP-SGD(", "Gaussian(", "pure-DP(")
 
 
 def check_adaptive_theorem(adaptive_theorem: str) -> None:
@@ -129,13 +129,6 @@ def rdp_method_name(adaptive: bool, adaptive_theorem: str = "B") -> str:
     return {"A": "rdp-theorem-a", "B": "rdp-theorem-b", "published": "rdp-published-thm1"}[adaptive_theorem]
 
 
-def _check_theta_gamma(theta: float, gamma: float) -> None:
-    if not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta > -1.0):
-        raise ValueError(f"theta must be a finite number > -1, got {theta!r}")
-    if not (isinstance(gamma, (int, float)) and 0.0 < gamma < 1.0):
-        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
-
-
 def theorem_a_hat_term(
     order_hat: np.ndarray | float, eps_hat: np.ndarray | float, theta: float, gamma: float, C: float, c: float
 ) -> np.ndarray:
@@ -156,7 +149,8 @@ def theorem_a_hat_term(
         The term, broadcast shape of ``order_hat`` and ``eps_hat``.
     """
     check_density_bounds(C, c)
-    _check_theta_gamma(theta, gamma)
+    check_theta(theta)
+    check_probability("gamma", gamma)
     a, e = np.broadcast_arrays(np.asarray(order_hat, dtype=np.float64), np.asarray(eps_hat, dtype=np.float64))
     if np.any(np.isnan(a)) or np.any(a < 1.0):
         raise ValueError(f"order_hat must be >= 1, got min {np.nanmin(a) if a.size else a!r}")
@@ -276,30 +270,95 @@ def _partner_bounds(
     Returns:
         ``(upper, lower)``, each shape ``(n,)``, with ``g ≤ lower ≤ upper ≤ 1``.
     """
-    ff, fb = np.isfinite(eps_forward), np.isfinite(eps_backward)
-    of, cf = orders[ff][None, :], ((orders[ff] - 1.0) * eps_forward[ff])[None, :]
-    ob, cb = orders[fb][None, :], ((orders[fb] - 1.0) * eps_backward[fb])[None, :]
-    lg, l1g = np.log(g)[:, None], np.log1p(-g)[:, None]
+    constraints = _PartnerConstraints.build(g, orders, eps_forward, eps_backward)
+    if constraints.empty:  # no finite constraint: every G′ is feasible
+        upper, lower = np.ones_like(g), np.ones_like(g)
+    else:
+        every = constraints.every
+        lo, hi = constraints.bisect(g.copy(), np.ones_like(g), _FULL_STEPS, *every)
+        window = constraints.narrowed(lo, hi) if narrow else every
+        lo, hi = constraints.bisect(lo, hi, _NARROW_STEPS, *window)
+        upper, lower, ok = constraints.certify(lo, hi, window, narrow=narrow)
+        if narrow and not np.all(ok):  # the window missed the binding constraint: redo those with all of them
+            redo = ~ok
+            upper[redo], lower[redo] = _partner_bounds(g[redo], orders, eps_forward, eps_backward, None, narrow=False)
+    if pure_backward is not None:  # G′ ≤ e^{ε̂∞} G (a linear constraint; exact up to the slack)
+        limit = math.exp(pure_backward) * g
+        upper = np.minimum(upper, limit * (1.0 + THEOREM_B_SLACK))
+        lower = np.maximum(np.minimum(lower, limit * (1.0 - THEOREM_B_SLACK)), g)
+    return np.maximum(upper, g), lower
 
-    def logs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with np.errstate(divide="ignore"):
-            return np.log(x)[:, None], np.log1p(-x)[:, None]
 
-    def excess(x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray
+def _logs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(log x, log(1 − x))`` as columns, shape ``(n, 1)`` each (``log 0 = −inf`` without a warning)."""
+    with np.errstate(divide="ignore"):
+        return np.log(x)[:, None], np.log1p(-x)[:, None]
+
+
+@dataclass(frozen=True, eq=False)
+class _PartnerConstraints:
+    """The constraints of Theorem B's feasible set F on the partners G′ of the points ``g`` (:func:`_partner_bounds`).
+
+    A constraint is an order ``o`` and a cap ``(o − 1) ε(o)`` on ``log M_o``: forward ``M_o(G, G′)``, backward
+    ``M_o(G′, G)`` (:func:`_log_moment`); orders whose bound is infinite constrain nothing and are left out. The
+    methods take the constraints to test as ``(o_f, c_f, o_b, c_b)``: every one (:attr:`every`, shape ``(1, ·)``)
+    or a window per point (:meth:`narrowed`, shape ``(n, ·)``).
+
+    Attributes:
+        g: Shape ``(n,)``, the points G in ``(0, 1)``.
+        lg: Shape ``(n, 1)``, ``log G``.
+        l1g: Shape ``(n, 1)``, ``log(1 − G)``.
+        of: Shape ``(1, kf)``, orders of the finite forward bounds.
+        cf: Shape ``(1, kf)``, their caps ``(o − 1) ε(o)``.
+        ob: Shape ``(1, kb)``, orders of the finite backward bounds.
+        cb: Shape ``(1, kb)``, their caps ``(o − 1) ε̂(o)``.
+    """
+
+    g: np.ndarray
+    lg: np.ndarray
+    l1g: np.ndarray
+    of: np.ndarray
+    cf: np.ndarray
+    ob: np.ndarray
+    cb: np.ndarray
+
+    @classmethod
+    def build(cls, g: np.ndarray, orders: np.ndarray, eps_forward: np.ndarray, eps_backward: np.ndarray
+              ) -> _PartnerConstraints:
+        """The constraints of the finite forward and backward bounds, for the points ``g``."""
+        ff, fb = np.isfinite(eps_forward), np.isfinite(eps_backward)
+        of, cf = orders[ff][None, :], ((orders[ff] - 1.0) * eps_forward[ff])[None, :]
+        ob, cb = orders[fb][None, :], ((orders[fb] - 1.0) * eps_backward[fb])[None, :]
+        return cls(g, np.log(g)[:, None], np.log1p(-g)[:, None], of, cf, ob, cb)
+
+    @property
+    def empty(self) -> bool:
+        """No finite constraint at all (every G′ is feasible)."""
+        return bool(self.of.size + self.ob.size == 0)
+
+    @property
+    def every(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every constraint, ``(o_f, c_f, o_b, c_b)``."""
+        return self.of, self.cf, self.ob, self.cb
+
+    def excess(self, x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
         """Float ``log M − cap`` per constraint: forward shape ``(n, ·)``, backward shape ``(n, ·)``."""
-        lq, l1q = logs(x)
-        return (_log_moment(lg, l1g, lq, l1q, o_f)[0] - c_f, _log_moment(lq, l1q, lg, l1g, o_b)[0] - c_b)
+        lq, l1q = _logs(x)
+        return (_log_moment(self.lg, self.l1g, lq, l1q, o_f)[0] - c_f,
+                _log_moment(lq, l1q, self.lg, self.l1g, o_b)[0] - c_b)
 
-    def violated(x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray) -> np.ndarray:
-        fwd, bwd = excess(x, o_f, c_f, o_b, c_b)
+    def violated(self, x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray
+                 ) -> np.ndarray:
+        """Whether the pair (g, x) violates one of the constraints (in floating point), shape ``(n,)``."""
+        fwd, bwd = self.excess(x, o_f, c_f, o_b, c_b)
         return np.any(fwd > 0.0, axis=1) | np.any(bwd > 0.0, axis=1)
 
-    def certified(x: np.ndarray, rows: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray,
+    def certified(self, x: np.ndarray, rows: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray,
                   c_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(certainly infeasible, certainly feasible) for the pairs (g[rows], x) under the given constraints."""
-        lq, l1q = logs(x)
-        lr, l1r = lg[rows], l1g[rows]
+        lq, l1q = _logs(x)
+        lr, l1r = self.lg[rows], self.l1g[rows]
         o_f, c_f, o_b, c_b = (a if a.shape[0] == 1 else a[rows] for a in (o_f, c_f, o_b, c_b))
         bad, good = np.zeros(x.shape, dtype=bool), np.ones(x.shape, dtype=bool)
         for value, error, cap in (
@@ -312,37 +371,44 @@ def _partner_bounds(
             good &= np.all(np.isfinite(value) & (value + error <= cap - cap_error), axis=1)
         return bad, good
 
-    def bisect(lo: np.ndarray, hi: np.ndarray, steps: int, *constraints: np.ndarray
+    def bisect(self, lo: np.ndarray, hi: np.ndarray, steps: int, *constraints: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
+        """``steps`` bisections in ``log G′`` of each bracket [lo, hi] (lo feasible, hi not, in floating point)."""
         for _ in range(steps):
             mid = np.clip(np.exp((np.log(lo) + np.log(hi)) / 2.0), lo, hi)
-            bad = violated(mid, *constraints)
+            bad = self.violated(mid, *constraints)
             lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
         return lo, hi
 
-    def narrowed(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    def narrowed(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
         """The constraints with the smallest estimated roots in [lo, hi] (log-linear interpolation of the excess)."""
-        lo_f, lo_b = excess(lo, of, cf, ob, cb)
-        hi_f, hi_b = excess(hi, of, cf, ob, cb)
+        lo_f, lo_b = self.excess(lo, *self.every)
+        hi_f, hi_b = self.excess(hi, *self.every)
         out: list[np.ndarray] = []
-        for low, high, o, cap in ((lo_f, hi_f, of, cf), (lo_b, hi_b, ob, cb)):
+        for low, high, o, cap in ((lo_f, hi_f, self.of, self.cf), (lo_b, hi_b, self.ob, self.cb)):
             k = min(_WINDOW // 2, o.shape[1])
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(high > 0.0, np.clip(-low / (high - low), 0.0, 1.0), np.inf)
             share = np.where(np.isnan(share), 0.0, share)  # an infinite excess: the root is at the lower end
-            pick = np.argpartition(share, k - 1, axis=1)[:, :k] if k else np.zeros((g.size, 0), dtype=np.int64)
+            pick = np.argpartition(share, k - 1, axis=1)[:, :k] if k else np.zeros((self.g.size, 0), dtype=np.int64)
             out += [o[0][pick], cap[0][pick]]
         return tuple(out)
 
-    def certify(lo: np.ndarray, hi: np.ndarray, window: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-        """(upper, lower, lower certified?): hi moved up until certified infeasible, lo down until feasible."""
+    def certify(self, lo: np.ndarray, hi: np.ndarray, window: tuple[np.ndarray, ...], *, narrow: bool
+                ) -> tuple[np.ndarray, ...]:
+        """(upper, lower, lower certified?): hi moved up until certified infeasible, lo down until feasible.
+
+        The upper end is certified under ``window`` (dropping constraints only enlarges F, so an end infeasible
+        under a window is infeasible under all of them); the lower end under every constraint.
+        """
+        g = self.g
         upper, pending = np.ones_like(g), np.ones(g.shape, dtype=bool)
         for bump in (0.0, *_LADDER, 1e-3, 1e-2):
             rows = np.flatnonzero(pending)
             if rows.size == 0:
                 break
             candidate = np.minimum(hi[rows] * (1.0 + bump), 1.0)
-            bad, _ = certified(candidate, rows, *window)
+            bad, _ = self.certified(candidate, rows, *window)
             upper[rows[bad]], pending[rows[bad]] = candidate[bad], False
         lower, pending = g.copy(), np.ones(g.shape, dtype=bool)
         for shrink in (0.0, *_LADDER) if narrow else (0.0, *_LADDER, 1e-3, 1e-2):
@@ -350,25 +416,9 @@ def _partner_bounds(
             if rows.size == 0:
                 break
             candidate = np.maximum(g[rows] + (lo[rows] - g[rows]) * (1.0 - shrink), g[rows])
-            _, good = certified(candidate, rows, of, cf, ob, cb)
+            _, good = self.certified(candidate, rows, *self.every)
             lower[rows[good]], pending[rows[good]] = candidate[good], False
         return upper, lower, ~pending
-
-    if of.size + ob.size == 0:  # no finite constraint: every G′ is feasible
-        upper, lower = np.ones_like(g), np.ones_like(g)
-    else:
-        lo, hi = bisect(g.copy(), np.ones_like(g), _FULL_STEPS, of, cf, ob, cb)
-        window = narrowed(lo, hi) if narrow else (of, cf, ob, cb)
-        lo, hi = bisect(lo, hi, _NARROW_STEPS, *window)
-        upper, lower, ok = certify(lo, hi, window)
-        if narrow and not np.all(ok):  # the window missed the binding constraint: redo those with all of them
-            redo = ~ok
-            upper[redo], lower[redo] = _partner_bounds(g[redo], orders, eps_forward, eps_backward, None, narrow=False)
-    if pure_backward is not None:  # G′ ≤ e^{ε̂∞} G (a linear constraint; exact up to the slack)
-        limit = math.exp(pure_backward) * g
-        upper = np.minimum(upper, limit * (1.0 + THEOREM_B_SLACK))
-        lower = np.maximum(np.minimum(lower, limit * (1.0 - THEOREM_B_SLACK)), g)
-    return np.maximum(upper, g), lower
 
 
 def theorem_b_grid(gamma: float, C: float, grid: int = THEOREM_B_GRID) -> np.ndarray:
@@ -499,7 +549,7 @@ def check_theorem_b_curve(base: RdpCurve) -> None:
     the order (van Erven & Harremoës 2014, Theorem 3) and at most its pure bound: a curve that decreases, or
     exceeds its pure ε, has either a loose order (harmless) or one that is too low (fatal), and which cannot be
     told from the curve. Curves built by dphypo's own accountants (DP-SGD through ``dp_accounting``, Gaussian,
-    pure-DP, data-independent, and their compositions; :data:`~dphypo.privacy.rdp.Mechanism` keys) are computed
+    pure-DP, data-independent, and their compositions: :func:`~dphypo.privacy.events.is_library_event`) are computed
     by tested formulas (``dp_accounting`` is loose at fractional orders near 1, where its curve may decrease, and
     ``tests/privacy/test_adaptive_proof.py`` checks it against an independent evaluation at every order of the
     README settings); any other curve (user-supplied, or of unknown mechanism) must be non-decreasing on its
@@ -508,8 +558,11 @@ def check_theorem_b_curve(base: RdpCurve) -> None:
     Raises:
         ValueError: A curve of unknown origin that decreases (or exceeds its pure bound).
     """
-    if base.mechanism is not None and all(key.startswith(_LIBRARY_MECHANISMS) for key in base.mechanism):
-        return
+    if base.event is not None:
+        from dphypo.privacy.events import is_library_event
+
+        if is_library_event(base.event):
+            return
     finite = np.isfinite(base.epsilons)
     orders, eps = base.orders[finite], base.epsilons[finite]
     tolerance = 1e-9 * np.maximum(1.0, eps)
@@ -573,8 +626,7 @@ def theorem_b_bound(
     check_density_bounds(C, c)
     if not isinstance(run_count, TruncatedNegativeBinomial):
         raise TypeError(f"Theorem B needs a truncated negative binomial run count, got {run_count!r}")
-    if not (isinstance(grid, int) and grid >= 10):
-        raise ValueError(f"grid must be an integer >= 10, got {grid!r}")
+    check_int_at_least("grid", grid, 10)
     a = np.ascontiguousarray(orders, dtype=np.float64)
     fwd = np.ascontiguousarray(forward, dtype=np.float64)
     bwd = np.ascontiguousarray(backward, dtype=np.float64)
@@ -585,8 +637,7 @@ def theorem_b_bound(
         raise ValueError(f"orders must be finite, > 1 and strictly increasing, got min {a.min()!r}")
     if np.any(np.isnan(fwd)) or np.any(fwd < 0.0) or np.any(np.isnan(bwd)) or np.any(bwd < 0.0):
         raise ValueError("forward and backward must be non-negative (inf allowed), got a negative or NaN value")
-    if backward_pure is not None and not (math.isfinite(backward_pure) and backward_pure >= 0.0):
-        raise ValueError(f"backward_pure must be a finite number >= 0 or None, got {backward_pure!r}")
+    check_non_negative("backward_pure", backward_pure, optional=True)
     theta, gamma, mean = run_count.theta, run_count.gamma, run_count.mean
     log_sup = _cached_log_sup(a.tobytes(), fwd.tobytes(), bwd.tobytes(), backward_pure, float(theta),
                               float(gamma), float(mean), float(C), float(c), grid)
@@ -606,8 +657,7 @@ def theorem_b_log_sup(
     check_density_bounds(C, c)
     if not isinstance(run_count, TruncatedNegativeBinomial):
         raise TypeError(f"Theorem B needs a truncated negative binomial run count, got {run_count!r}")
-    if not (isinstance(grid, int) and grid >= 10):
-        raise ValueError(f"grid must be an integer >= 10, got {grid!r}")
+    check_int_at_least("grid", grid, 10)
     eps = np.ascontiguousarray(base.epsilons)
     return np.array(_cached_log_sup(np.ascontiguousarray(base.orders).tobytes(), eps.tobytes(), eps.tobytes(),
                                     base.pure_epsilon, float(run_count.theta), float(run_count.gamma),
@@ -671,9 +721,9 @@ def theorem_a_pure(epsilon: float, theta: float, gamma: float, C: float, c: floa
         ε′.
     """
     check_density_bounds(C, c)
-    _check_theta_gamma(theta, gamma)
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    check_theta(theta)
+    check_probability("gamma", gamma)
+    check_non_negative("epsilon", epsilon)
     ratio = (gamma + (1.0 - gamma) * C) / (gamma + (1.0 - gamma) * c * math.exp(-epsilon))
     return float(epsilon + math.log(C / c) + (1.0 + theta) * math.log(ratio))
 

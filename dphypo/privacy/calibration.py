@@ -1,6 +1,6 @@
 """Noise calibration: the smallest noise multiplier σ whose whole search meets a total (ε, δ) target.
 
-:func:`calibrate_sigma` searches σ under exactly the accounting a :class:`~dphypo.privacy.plan.PrivacyPlan`
+:func:`calibrate_sigma` searches σ under exactly the accounting a :class:`~dphypo.privacy.accounting.PrivacyAccounting`
 reports (the minimum over every valid bound, lost attempts charged), so a calibrated σ always meets its target.
 """
 
@@ -15,13 +15,14 @@ import numpy as np
 from scipy import optimize
 
 from dphypo.privacy.accountant import account
-from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip, dpsgd_run_rdp
+from dphypo.privacy.accounting import PrivacyAccounting
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
-from dphypo.privacy.plan import PrivacyPlan
-from dphypo.privacy.profiles import ProfileSkipped, ProfileTooLargeError
+from dphypo.privacy.profiles import profile_or_skipped
 from dphypo.privacy.rdp import RdpCurve, zero_rdp
 from dphypo.privacy.run_counts import Binomial
-from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
+from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
+from dphypo.privacy.validation import check_delta, check_positive
 
 __all__ = [
     "CalibrationError",
@@ -56,7 +57,7 @@ class CalibrationResult:
 def calibrate_sigma(
     target_epsilon: float,
     delta: float,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     curve_for_sigma: Callable[[float], RdpCurve],
     *,
     profile_for_sigma: Callable[[float], Any] | None = None,
@@ -81,9 +82,9 @@ def calibrate_sigma(
             meets the target under the same minimum over valid bounds that :func:`account` reports.
         rtol: Relative tolerance on σ.
         sigma_bounds: Smallest and largest σ considered.
-        max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.plan.PrivacyPlan.max_lost`).
-        adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.plan.PrivacyPlan.adaptive_theorem`; default
-            the proven Theorem B, ``"A"`` and ``"published"`` on request).
+        max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.accounting.PrivacyAccounting.max_lost`).
+        adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.accounting.PrivacyAccounting.adaptive_theorem`;
+            default the proven Theorem B, ``"A"`` and ``"published"`` on request).
 
     Returns:
         The calibration.
@@ -96,58 +97,25 @@ def calibrate_sigma(
         The Gaussian-mechanism noise multiplier for a uniform search with geometric T of mean 10 and a total
         budget (ε, δ) = (4, 1e-5) (Theorem B at C = c = 1; Papernot-Steinke Theorem 2 alone would need σ = 2.159):
 
-        >>> from dphypo.privacy import SearchSpec, calibrate_sigma, gaussian_rdp, geometric
-        >>> result = calibrate_sigma(4.0, 1e-5, SearchSpec(geometric(0.1)), gaussian_rdp)
+        >>> from dphypo.privacy import RepeatAndSelect, calibrate_sigma, gaussian_rdp, geometric
+        >>> result = calibrate_sigma(4.0, 1e-5, RepeatAndSelect(geometric(0.1)), gaussian_rdp)
         >>> round(result.sigma, 3), result.report.epsilon <= 4.0, result.report.method
         (1.702, True, 'rdp-theorem-b')
     """
-    if not (math.isfinite(target_epsilon) and target_epsilon > 0.0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {target_epsilon!r}")
+    check_positive("epsilon", target_epsilon)
     check_delta(delta)
-    if not (0.0 < rtol < 0.1):
-        raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
+    _check_rtol(rtol)
+    at = _SearchAtSigma(search, delta, curve_for_sigma, profile_for_sigma, max_lost, adaptive_theorem)
+    _check_reachable(at, target_epsilon, sigma_bounds)
     evaluations = 0
-
-    def report_at(sigma: float) -> PrivacyReport:
-        profile = _profile_at(profile_for_sigma, sigma)
-        return PrivacyPlan(search, curve_for_sigma(sigma), delta, profile=profile, max_lost=max_lost,
-                             adaptive_theorem=adaptive_theorem).account()
 
     def epsilon_at(sigma: float) -> float:
         nonlocal evaluations
         evaluations += 1
-        return report_at(sigma).epsilon
+        return at.report(sigma).epsilon
 
-    # The σ → ∞ limit: a data-independent candidate (zero RDP curve); binomial T has only the profile route.
-    if isinstance(search.run_count, Binomial):
-        floor = account(curve_for_sigma(sigma_bounds[1]), search, delta,
-                        profile=_profile_at(profile_for_sigma, sigma_bounds[1]),
-                        adaptive_theorem=adaptive_theorem).epsilon
-    else:
-        floor = account(zero_rdp(curve_for_sigma(1.0).orders), search, delta, adaptive_theorem=adaptive_theorem
-                        ).epsilon
-    if floor >= target_epsilon:
-        raise CalibrationError(
-            f"target epsilon={target_epsilon:g} is unreachable: with delta={delta:g} the search itself costs at "
-            f"least ε = {floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
-            "lower E[T], or narrow [c, C]"
-        )
-    top = report_at(sigma_bounds[1]).epsilon
-    if top > target_epsilon:
-        # Either a part of the run does not shrink with σ (e.g. a score release), or the run needs more noise than
-        # the largest σ considered (e.g. very many steps): tell which by looking 1000 times further out.
-        far = curve_for_sigma(sigma_bounds[1] * 1e3)  # RDP only: this decides a message, not a bound
-        if account(far, search, delta, adaptive_theorem=adaptive_theorem).epsilon > target_epsilon:
-            reason = ("the per-run mechanism has a part that does not shrink with sigma (e.g. the score noise): "
-                      "raise epsilon or add more noise to that part")
-        else:
-            reason = "the runs need more noise than that (e.g. fewer steps would help): raise epsilon"
-        raise CalibrationError(
-            f"target epsilon={target_epsilon:g} is unreachable: even σ = {sigma_bounds[1]:g} gives "
-            f"ε = {top:.4g}; {reason}"
-        )
     sigma = smallest_sigma(epsilon_at, target_epsilon, rtol=rtol, sigma_bounds=sigma_bounds)
-    report = report_at(sigma)
+    report = at.report(sigma)
     if report.epsilon > target_epsilon:  # pragma: no cover - smallest_sigma guarantees this
         raise CalibrationError(f"calibration failed to meet epsilon={target_epsilon:g}")
     if sigma == sigma_bounds[0]:  # never a silent floor: the target does not determine σ at all
@@ -159,14 +127,78 @@ def calibrate_sigma(
     return CalibrationResult(sigma, report, sigma * rtol, evaluations)
 
 
+def _check_rtol(rtol: float) -> None:
+    if not (0.0 < rtol < 0.1):
+        raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
+
+
+@dataclass(frozen=True)
+class _SearchAtSigma:
+    """The accounting of one search as a function of the noise multiplier σ (what :func:`calibrate_sigma` inverts).
+
+    Attributes are :func:`calibrate_sigma`'s arguments of the same names.
+    """
+
+    search: RepeatAndSelect
+    delta: float
+    curve_for_sigma: Callable[[float], RdpCurve]
+    profile_for_sigma: Callable[[float], Any] | None
+    max_lost: int
+    adaptive_theorem: str
+
+    def report(self, sigma: float) -> PrivacyReport:
+        """The report a :class:`~dphypo.privacy.accounting.PrivacyAccounting` gives at σ (lost attempts charged)."""
+        profile = _profile_at(self.profile_for_sigma, sigma)
+        return PrivacyAccounting(self.search, self.curve_for_sigma(sigma), self.delta, profile=profile,
+                                 max_lost=self.max_lost, adaptive_theorem=self.adaptive_theorem).account()
+
+    def epsilon_without_charge(self, curve: RdpCurve, profile: Any = None) -> float:
+        """ε of the search whose every run satisfies ``curve`` (and ``profile``), no lost attempt charged."""
+        return account(curve, self.search, self.delta, profile=profile, adaptive_theorem=self.adaptive_theorem).epsilon
+
+    def infinite_noise_epsilon(self, sigma_max: float) -> float:
+        """ε in the σ → ∞ limit: a data-independent run (zero RDP curve); binomial T has only the profile route."""
+        if isinstance(self.search.run_count, Binomial):
+            return self.epsilon_without_charge(self.curve_for_sigma(sigma_max),
+                                               _profile_at(self.profile_for_sigma, sigma_max))
+        return self.epsilon_without_charge(zero_rdp(self.curve_for_sigma(1.0).orders))
+
+
+def _check_reachable(at: _SearchAtSigma, target_epsilon: float, sigma_bounds: tuple[float, float]) -> None:
+    """Refuse a target that no σ in ``sigma_bounds`` meets, saying why (before any root finding).
+
+    Raises:
+        CalibrationError: Even infinite noise exceeds the target (the run count and log(C/c) alone cost more), or
+            the largest σ considered does, because a part of the run does not shrink with σ or the runs need more
+            noise than that.
+    """
+    floor = at.infinite_noise_epsilon(sigma_bounds[1])
+    if floor >= target_epsilon:
+        raise CalibrationError(
+            f"target epsilon={target_epsilon:g} is unreachable: with delta={at.delta:g} the search itself costs at "
+            f"least ε = {floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
+            "lower E[T], or narrow [c, C]"
+        )
+    top = at.report(sigma_bounds[1]).epsilon
+    if top <= target_epsilon:
+        return
+    # Either a part of the run does not shrink with σ (e.g. a score release), or the run needs more noise than
+    # the largest σ considered (e.g. very many steps): tell which by looking 1000 times further out.
+    far = at.curve_for_sigma(sigma_bounds[1] * 1e3)  # RDP only: this decides a message, not a bound
+    if at.epsilon_without_charge(far) > target_epsilon:
+        reason = ("the per-run mechanism has a part that does not shrink with sigma (e.g. the score noise): "
+                  "raise epsilon or add more noise to that part")
+    else:
+        reason = "the runs need more noise than that (e.g. fewer steps would help): raise epsilon"
+    raise CalibrationError(
+        f"target epsilon={target_epsilon:g} is unreachable: even σ = {sigma_bounds[1]:g} gives "
+        f"ε = {top:.4g}; {reason}"
+    )
+
+
 def _profile_at(profile_for_sigma: Callable[[float], Any] | None, sigma: float) -> Any:
-    """``profile_for_sigma(σ)``, or a :class:`~dphypo.privacy.profiles.ProfileSkipped` if that PLD is too large."""
-    if profile_for_sigma is None:
-        return None
-    try:
-        return profile_for_sigma(sigma)
-    except ProfileTooLargeError as exc:
-        return ProfileSkipped(str(exc))
+    """``profile_for_sigma(σ)`` through :func:`~dphypo.privacy.profiles.profile_or_skipped` (``None`` without one)."""
+    return None if profile_for_sigma is None else profile_or_skipped(lambda: profile_for_sigma(sigma))
 
 
 def smallest_sigma(
@@ -196,8 +228,7 @@ def smallest_sigma(
     Raises:
         CalibrationError: The target needs σ above ``sigma_bounds[1]``.
     """
-    if not (0.0 < rtol < 0.1):
-        raise ValueError(f"rtol must be in (0, 0.1), got {rtol!r}")
+    _check_rtol(rtol)
 
     def excess(log_sigma: float) -> float:
         return epsilon_at(math.exp(log_sigma)) - target_epsilon
@@ -250,7 +281,7 @@ def calibrate_dpsgd_sigma(
     delta: float,
     sample_rate: float,
     steps: int,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     *,
     score_noise: float | None = None,
     orders: Iterable[float] | None = None,
@@ -277,8 +308,8 @@ def calibrate_dpsgd_sigma(
         rtol: Relative tolerance on σ.
         use_profiles: For a uniform search, also use the privacy-profile bounds (the run's PLD, see
             :func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile`; too large a PLD is skipped, RDP only).
-        max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.plan.PrivacyPlan.max_lost`).
-        adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.plan.PrivacyPlan.adaptive_theorem`).
+        max_lost: Lost attempts charged up front (:attr:`~dphypo.privacy.accounting.PrivacyAccounting.max_lost`).
+        adaptive_theorem: The bound for C > c (:attr:`~dphypo.privacy.accounting.PrivacyAccounting.adaptive_theorem`).
 
     Returns:
         The calibration.
@@ -291,8 +322,8 @@ def calibrate_dpsgd_sigma(
     curve(1.0)  # validate sample_rate/steps/score_noise eagerly, before any root finding
     profile_for_sigma = None
     if use_profiles and not search.adaptive:  # profile bounds are proven for uniform searches only (KRW 2024)
-        def profile_for_sigma(sigma: float) -> Any:
-            return dpsgd_run_profile_or_skip(sigma, sample_rate, steps, score_noise=score_noise)
+        def profile_for_sigma(sigma: float) -> Any:  # a PLD too large is skipped by calibrate_sigma
+            return dpsgd_run_profile(sigma, sample_rate, steps, score_noise=score_noise)
 
     return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol,
                            max_lost=max_lost, adaptive_theorem=adaptive_theorem)

@@ -33,7 +33,8 @@ from dphypo.privacy.profiles import ProfileSkipped
 from dphypo.privacy.rdp import RdpCurve, compose
 from dphypo.privacy.run_counts import Binomial
 from dphypo.privacy.search_rdp import tuning_rdp
-from dphypo.privacy.spec import PrivacyReport, SearchSpec
+from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
+from dphypo.privacy.validation import check_non_negative_int
 
 __all__ = ["account_charged"]
 
@@ -44,7 +45,7 @@ def _rdp_epsilon(curve: RdpCurve, delta: float) -> tuple[float, float]:
 
 def account_charged(
     base: RdpCurve,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     delta: float,
     charged_runs: int,
     *,
@@ -67,8 +68,7 @@ def account_charged(
         A report whose ``epsilon`` covers the search and the charged attempts; ``charged_runs`` and
         ``charged_epsilon`` (what the charge added) are filled in, and ``methods`` lists every bound evaluated.
     """
-    if isinstance(charged_runs, bool) or not isinstance(charged_runs, int) or charged_runs < 0:
-        raise ValueError(f"charged_runs must be a non-negative integer, got {charged_runs!r}")
+    check_non_negative_int("charged_runs", charged_runs)
     if charged_runs == 0:
         return account(base, search, delta, profile=profile, adaptive_theorem=adaptive_theorem)
     extra = base.repeated(charged_runs)
@@ -90,7 +90,7 @@ def account_charged(
     return replace(used, methods=methods)
 
 
-def _charged_by_rdp(base: RdpCurve, extra: RdpCurve, search: SearchSpec, delta: float, charged_runs: int,
+def _charged_by_rdp(base: RdpCurve, extra: RdpCurve, search: RepeatAndSelect, delta: float, charged_runs: int,
                     adaptive_theorem: str, skipped: ProfileSkipped | None) -> PrivacyReport:
     """The search's RDP curve composed with the charged runs (Mironov 2017, Prop. 1), broken down in RDP too."""
     uncharged = account(base, search, delta, profile=skipped, adaptive_theorem=adaptive_theorem)  # RDP alone
@@ -103,7 +103,7 @@ def _charged_by_rdp(base: RdpCurve, extra: RdpCurve, search: SearchSpec, delta: 
     )
 
 
-def _charged_by_profile(base: RdpCurve, extra: RdpCurve, search: SearchSpec, delta: float, charged_runs: int,
+def _charged_by_profile(base: RdpCurve, extra: RdpCurve, search: RepeatAndSelect, delta: float, charged_runs: int,
                         profile: Any) -> PrivacyReport | None:
     """The best profile bound at δ/2 plus the charged runs' RDP ε at δ/2 (basic composition), broken down as such.
 

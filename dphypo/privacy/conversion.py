@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from dphypo.privacy.validation import check_delta, check_non_negative
+
 __all__ = ["delta_from_rdp", "epsilon_from_rdp"]
 
 # The closed form is numerically unstable as α → 1 and never optimal there for δ ≪ 1 (dp_accounting uses the
@@ -42,8 +44,7 @@ def epsilon_from_rdp(
     Returns:
         ``(epsilon, order)``; order is ``inf`` when the pure bound wins.
     """
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    check_delta(delta)
     a = np.asarray(orders, dtype=np.float64)
     r = np.asarray(epsilons, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -72,8 +73,7 @@ def delta_from_rdp(
     Returns:
         ``(delta, order)``.
     """
-    if not (math.isfinite(epsilon) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    check_non_negative("epsilon", epsilon)
     if pure_epsilon is not None and epsilon >= pure_epsilon:
         return 0.0, math.inf
     a = np.asarray(orders, dtype=np.float64)

@@ -1,7 +1,7 @@
 """The privacy of one DP-SGD candidate run: its training, then the noisy release of its score.
 
 One implementation for every place that accounts a run — ``dphypo tune`` (calibration and release),
-``dphypo account`` and ``dphypo calibrate``, :class:`dphypo.train.DPSGDPlan` — so the same settings give the
+``dphypo account`` and ``dphypo calibrate``, :class:`dphypo.train.DPSGDMechanism` — so the same settings give the
 same ε everywhere.
 
 * RDP: ``ε(α) = ε_DPSGD(α) + α / (2 s²)`` — the Poisson-subsampled Gaussian composed ``steps`` times (Mironov,
@@ -10,6 +10,9 @@ same ε everywhere.
 * Privacy profile: the DP-SGD PLD (add/remove, pessimistic connect-the-dots, both directions;
   :func:`~dphypo.privacy.profiles.dpsgd_profile`) composed with the PLD of the same Gaussian score mechanism
   (Koskela-Redberg-Wang 2024 Sec. 6.2 use the same numerical accountant).
+* Event (what both bound, :mod:`dphypo.privacy.events`): ``ComposedDpEvent([SelfComposedDpEvent(
+  PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps), GaussianDpEvent(score_noise)])`` (the score count has
+  sensitivity 1, so dp_accounting's noise multiplier is the std itself); the training's event alone without a score.
 
 The training and validation splits are disjoint, so under add/remove-one a neighbouring record touches only one of
 the two mechanisms and parallel composition (the maximum) would also be valid; the sum is the conservative choice.
@@ -19,7 +22,6 @@ Pure numpy/scipy and dp_accounting; no torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from dphypo.privacy.profiles import (
@@ -27,10 +29,11 @@ from dphypo.privacy.profiles import (
     MAX_PLD_POINTS,
     PldProfile,
     ProfileSkipped,
-    ProfileTooLargeError,
     dpsgd_profile,
+    profile_or_skipped,
 )
-from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, gaussian_rdp, mechanism_key
+from dphypo.privacy.rdp import RdpCurve, compose, dpsgd_rdp, gaussian_rdp
+from dphypo.privacy.validation import check_positive
 
 __all__ = ["RUN_PROFILE_DISCRETIZATION", "dpsgd_run_profile", "dpsgd_run_profile_or_skip", "dpsgd_run_rdp"]
 
@@ -40,11 +43,7 @@ RUN_PROFILE_DISCRETIZATION = DEFAULT_DISCRETIZATION
 
 
 def _check_score_noise(score_noise: float | None) -> None:
-    if score_noise is not None and not (
-        isinstance(score_noise, (int, float)) and not isinstance(score_noise, bool) and math.isfinite(score_noise)
-        and score_noise > 0
-    ):
-        raise ValueError(f"score_noise must be a finite number > 0 or None, got {score_noise!r}")
+    check_positive("score_noise", score_noise, optional=True)
 
 
 def dpsgd_run_rdp(
@@ -62,7 +61,7 @@ def dpsgd_run_rdp(
         orders: RDP orders (default :data:`~dphypo.privacy.DEFAULT_ORDERS`).
 
     Returns:
-        The curve ε(α), shape ``(K,)``.
+        The curve ε(α), shape ``(K,)``; its event is the training's composed with ``GaussianDpEvent(score_noise)``.
     """
     _check_score_noise(score_noise)
     training = dpsgd_rdp(sigma, sample_rate, steps, orders=orders)
@@ -87,13 +86,15 @@ def dpsgd_run_profile(
         max_points: Cap on the grid points of one direction of the training PLD.
 
     Returns:
-        The profile.
+        The profile; its event equals :func:`dpsgd_run_rdp`'s for the same arguments.
 
     Raises:
         ProfileTooLargeError: The training PLD cannot fit ``max_points`` even at the coarsest grid.
     """
     from dp_accounting import privacy_accountant
     from dp_accounting.pld import privacy_loss_distribution
+
+    from dphypo.privacy.events import gaussian_event
 
     _check_score_noise(score_noise)
     training = dpsgd_profile(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
@@ -107,9 +108,9 @@ def dpsgd_run_profile(
         use_connect_dots=True,
         neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
     )
-    score_mechanism = mechanism_key("Gaussian", sigma=float(score_noise), sensitivity=1.0)
+    score_event = gaussian_event(float(score_noise), 1.0)
     return training.compose(
-        PldProfile(score, f"Gaussian score count (std={float(score_noise):g}, sensitivity 1)", score_mechanism)
+        PldProfile(score, f"Gaussian score count (std={float(score_noise):g}, sensitivity 1)", score_event)
     )
 
 
@@ -118,9 +119,8 @@ def dpsgd_run_profile_or_skip(
 ) -> PldProfile | ProfileSkipped:
     """:func:`dpsgd_run_profile`, or a :class:`~dphypo.privacy.profiles.ProfileSkipped` naming why it is too large.
 
-    The accountant then reports the RDP bounds only (and says so), so every input finishes in seconds.
+    :func:`~dphypo.privacy.profiles.profile_or_skipped` of :func:`dpsgd_run_profile`: the accountant then reports the
+    RDP bounds only (and says so), so every input finishes in seconds. What ``dphypo tune`` (``plan.profile``),
+    ``dphypo account`` and ``dphypo calibrate`` use, so all three print the same ε.
     """
-    try:
-        return dpsgd_run_profile(sigma, sample_rate, steps, score_noise=score_noise)
-    except ProfileTooLargeError as exc:
-        return ProfileSkipped(str(exc))
+    return profile_or_skipped(lambda: dpsgd_run_profile(sigma, sample_rate, steps, score_noise=score_noise))

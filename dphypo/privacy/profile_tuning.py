@@ -43,7 +43,8 @@ from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import DEFAULT_DISCRETIZATION, PrivacyProfile, dpsgd_profile
 from dphypo.privacy.rdp import RdpCurve, dpsgd_rdp, nonnegative_bound
 from dphypo.privacy.run_counts import Binomial, Poisson, TruncatedNegativeBinomial
-from dphypo.privacy.spec import SearchSpec
+from dphypo.privacy.spec import RepeatAndSelect
+from dphypo.privacy.validation import check_delta, check_non_negative
 
 __all__ = [
     "METHOD_BINOMIAL",
@@ -122,7 +123,7 @@ class ProfileBound:
 
 
 # -- scope -------------------------------------------------------------------------------------------------
-def scope_error(method: str, search: SearchSpec) -> str | None:
+def scope_error(method: str, search: RepeatAndSelect) -> str | None:
     """Why ``method`` does not apply to ``search`` (``None`` if it applies).
 
     Args:
@@ -134,8 +135,8 @@ def scope_error(method: str, search: SearchSpec) -> str | None:
     """
     if method not in PROFILE_METHODS:
         raise ValueError(f"method must be one of {', '.join(PROFILE_METHODS)}, got {method!r}")
-    if not isinstance(search, SearchSpec):
-        raise TypeError(f"search must be a SearchSpec, got {type(search).__name__}")
+    if not isinstance(search, RepeatAndSelect):
+        raise TypeError(f"search must be a RepeatAndSelect, got {type(search).__name__}")
     rc = search.run_count
     if search.adaptive:
         reason = (
@@ -156,27 +157,22 @@ def scope_error(method: str, search: SearchSpec) -> str | None:
     return None
 
 
-def is_applicable(method: str, search: SearchSpec) -> bool:
+def is_applicable(method: str, search: RepeatAndSelect) -> bool:
     """Whether ``method`` is proven for ``search`` (uniform search with the method's run-count family)."""
     return scope_error(method, search) is None
 
 
-def applicable_methods(search: SearchSpec) -> tuple[str, ...]:
+def applicable_methods(search: RepeatAndSelect) -> tuple[str, ...]:
     """The profile-based methods proven for ``search`` (empty for an adaptive search)."""
     if search.adaptive:
         return ()
     return tuple(m for m in PROFILE_METHODS if isinstance(search.run_count, _FAMILY[m]))
 
 
-def _require(method: str, search: SearchSpec) -> None:
+def _require(method: str, search: RepeatAndSelect) -> None:
     reason = scope_error(method, search)
     if reason is not None:
         raise ProfileScopeError(reason)
-
-
-def _check_delta(delta: float) -> None:
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
 
 
 # -- one-dimensional minimisation over ε₁ --------------------------------------------------------------------
@@ -293,10 +289,10 @@ _OVERHEADS = {
 
 # -- public bounds -------------------------------------------------------------------------------------------
 def _selection_bound(
-    method: str, profile: PrivacyProfile, search: SearchSpec, delta: float
+    method: str, profile: PrivacyProfile, search: RepeatAndSelect, delta: float
 ) -> ProfileBound:
     _require(method, search)
-    _check_delta(delta)
+    check_delta(delta)
     if not isinstance(profile, PrivacyProfile):
         raise TypeError(f"profile must be a PrivacyProfile, got {type(profile).__name__}")
     rc = search.run_count
@@ -316,7 +312,7 @@ def _selection_bound(
     )
 
 
-def tnb_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+def tnb_profile_bound(profile: PrivacyProfile, search: RepeatAndSelect, delta: float) -> ProfileBound:
     """ε of a uniform search with T ~ TNB(θ, γ) from KRW 2024 **Theorem 5.2** (η = θ), optimised over ε₁.
 
         ε = ε_Q(δ/m) + min_{ε₁ ≥ 0} (θ+1)·log(e^{ε₁} + ((1−γ)/γ)·δ_Q(ε₁)),   m = E[T].
@@ -338,7 +334,7 @@ def tnb_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float)
     return _selection_bound(METHOD_TNB, profile, search, delta)
 
 
-def poisson_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+def poisson_profile_bound(profile: PrivacyProfile, search: RepeatAndSelect, delta: float) -> ProfileBound:
     """ε of a uniform search with T ~ Poisson(m) from KRW 2024 **Corollary 5.8**, optimised over ε₁ ≥ 0.
 
     ε = ε_Q(δ/m) + min [m(e^{ε₁} − 1) + m·δ_Q(ε₁)] = ε_Q(δ/m) + m·δ_Q(0). Linear in m (≈ m·TV): for m ≳ 10 on
@@ -348,7 +344,7 @@ def poisson_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: fl
     return _selection_bound(METHOD_POISSON, profile, search, delta)
 
 
-def binomial_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: float) -> ProfileBound:
+def binomial_profile_bound(profile: PrivacyProfile, search: RepeatAndSelect, delta: float) -> ProfileBound:
     """ε of a uniform search with T ~ Bin(n, p) from KRW 2024 **Theorem 5.7**, optimised over admissible ε₁.
 
     ε = ε_Q(δ/m) + min (n−1)·log(1 + p(e^{ε₁} − 1) + p·δ_Q(ε₁)) s.t. ε₁ ≥ log(1 + p·δ_Q(ε₁)/(1−p)), m = np.
@@ -359,7 +355,7 @@ def binomial_profile_bound(profile: PrivacyProfile, search: SearchSpec, delta: f
 
 
 def poisson_rdp_with_profile_bound(
-    base: RdpCurve, profile: PrivacyProfile, search: SearchSpec, delta: float
+    base: RdpCurve, profile: PrivacyProfile, search: RepeatAndSelect, delta: float
 ) -> ProfileBound:
     """Papernot & Steinke 2022 **Theorem 6** with δ̂ from the privacy profile (uniform search, Poisson T).
 
@@ -382,7 +378,7 @@ def poisson_rdp_with_profile_bound(
         ProfileScopeError: Adaptive search or a run count that is not Poisson.
     """
     _require(METHOD_POISSON_RDP_PLD, search)
-    _check_delta(delta)
+    check_delta(delta)
     mu = search.run_count.mean
     a = base.orders
     eps_hat = np.log1p(1.0 / (a - 1.0))
@@ -398,7 +394,7 @@ def poisson_rdp_with_profile_bound(
     return ProfileBound(value, delta, method, _THEOREMS[method], nan, nan, nan, nan, mu, order)
 
 
-def selection_delta(profile: PrivacyProfile, search: SearchSpec, epsilon: float) -> float:
+def selection_delta(profile: PrivacyProfile, search: RepeatAndSelect, epsilon: float) -> float:
     """δ of a uniform search at a given ε ≥ 0: ``min(1, m·δ_Q(ε − ε₂*))`` (KRW 2024 Thm 5.2 / 5.7 / Cor 5.8).
 
     m·δ_Q(ε − ε₂) is non-decreasing in ε₂, so the best ε₁ for every ε is the one minimising ε₂. ε − ε₂* may be
@@ -412,8 +408,7 @@ def selection_delta(profile: PrivacyProfile, search: SearchSpec, epsilon: float)
     Returns:
         δ ∈ [0, 1].
     """
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    check_non_negative("epsilon", epsilon)
     method = next((m for m in _OVERHEADS if isinstance(search.run_count, _FAMILY[m])), METHOD_TNB)
     _require(method, search)
     _, overhead = _OVERHEADS[method](profile, search.run_count)  # type: ignore[operator]
@@ -424,7 +419,7 @@ def selection_delta(profile: PrivacyProfile, search: SearchSpec, epsilon: float)
 def profile_bound(
     method: str,
     profile: PrivacyProfile,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     delta: float,
     *,
     base_rdp: RdpCurve | None = None,
@@ -443,7 +438,7 @@ def profile_bound(
 
 
 def profile_bounds(
-    profile: PrivacyProfile, search: SearchSpec, delta: float, *, base_rdp: RdpCurve | None = None
+    profile: PrivacyProfile, search: RepeatAndSelect, delta: float, *, base_rdp: RdpCurve | None = None
 ) -> dict[str, ProfileBound]:
     """Every applicable profile-based bound for ``search`` (``rdp-poisson-pld`` only with ``base_rdp``).
 
@@ -474,7 +469,7 @@ def profile_epsilons(
     base_sigma: float,
     sample_rate: float,
     steps: int,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     delta: float,
     *,
     discretization: float = DEFAULT_DISCRETIZATION,

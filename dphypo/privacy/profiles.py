@@ -18,13 +18,17 @@ are safe and optimistic estimates are not):
   dp_accounting's ``PLDAccountant``, cached per (σ, q, steps, discretisation). Its size is bounded
   (:data:`MAX_PLD_POINTS` grid points per direction): past the cap the grid is coarsened, which stays
   pessimistic (:func:`dpsgd_discretization`), and past :data:`MAX_DISCRETIZATION` it is refused
-  (:class:`ProfileTooLargeError`; :func:`dpsgd_profile_or_skip` returns a :class:`ProfileSkipped` that the
+  (:class:`ProfileTooLargeError`; :func:`profile_or_skipped` turns it into a :class:`ProfileSkipped` that the
   accountant reports as "RDP only, and why").
 * :class:`GaussianProfile` — the Gaussian mechanism in closed form (Balle & Wang 2018, Theorem 8), exact.
 * :class:`DiscreteProfile` — the exact profile of two explicit finite distributions (audits and tests).
 * :class:`MaxProfile` — the pointwise max of several profiles: a dominating profile for candidates drawn
   from a *fixed* distribution with different privacy costs (joint convexity of H_{e^ε}; KRW 2024 Sec. 6.1
   asks that "each candidate mechanism has the same privacy profile", which a common upper bound provides).
+
+Every profile carries ``event``, the ``dp_accounting`` ``DpEvent`` of the mechanism it bounds
+(:mod:`dphypo.privacy.events`; ``None`` if unknown): the accountant uses a profile only next to an RDP curve with
+an equal event.
 
 References (docs/references.md): Balle, Barthe & Gaboardi 2018 arXiv:1807.01647; Balle & Wang 2018 arXiv:1805.06530;
 Zhu, Dong & Wang 2022 arXiv:2106.08567; Doroshenko et al. 2022 arXiv:2207.04380; Koskela et al. 2021
@@ -36,16 +40,20 @@ from __future__ import annotations
 import hashlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from scipy import optimize, special
 
 from dphypo.privacy.errors import DphypoError
-from dphypo.privacy.rdp import MIN_DPSGD_SIGMA, Mechanism, compose_mechanisms, dpsgd_mechanism, mechanism_key
+from dphypo.privacy.rdp import check_dpsgd
+from dphypo.privacy.validation import check_int_at_least, check_positive, check_probability
+
+if TYPE_CHECKING:  # dp_accounting is imported on first use (dphypo.privacy.events)
+    from dp_accounting.dp_event import DpEvent
 
 __all__ = [
     "DEFAULT_DISCRETIZATION",
@@ -62,6 +70,7 @@ __all__ = [
     "dpsgd_profile",
     "dpsgd_profile_or_skip",
     "hockey_stick",
+    "profile_or_skipped",
 ]
 
 #: PLD discretisation of the privacy-loss grid. The notes' regression numbers use 1e-4 (pitfall 9: the
@@ -98,10 +107,11 @@ class PrivacyProfile(ABC):
         """Human-readable description of the mechanism."""
 
     @property
-    def mechanism(self) -> Mechanism | None:
-        """Exact description of the mechanism (:data:`~dphypo.privacy.rdp.Mechanism`), ``None`` if unknown.
+    def event(self) -> DpEvent | None:
+        """The ``dp_accounting`` ``DpEvent`` of the mechanism (``None`` if unknown).
 
-        The accountant uses a profile only next to an RDP curve of the same mechanism.
+        Exact, in canonical form (:mod:`dphypo.privacy.events`); the accountant uses a profile only next to an RDP
+        curve with an equal event.
         """
         return None
 
@@ -152,11 +162,17 @@ class PrivacyProfile(ABC):
         """An exact, JSON-ready identity of the profile: what a journal seals (never a repr with an address).
 
         Returns:
-            ``{"label", "mechanism", "sha256"}``; the digest is of :meth:`fingerprint_values`.
+            ``{"label", "event", "sha256"}``: the event's exact description
+            (:func:`~dphypo.privacy.events.event_description`, ``None`` if unknown); the digest is of
+            :meth:`fingerprint_values`.
         """
         digest = hashlib.sha256(np.ascontiguousarray(self.fingerprint_values(), dtype=np.float64).tobytes())
-        return {"label": self.label, "mechanism": None if self.mechanism is None else list(self.mechanism),
-                "sha256": digest.hexdigest()}
+        event = None
+        if self.event is not None:
+            from dphypo.privacy.events import event_description
+
+            event = event_description(self.event)
+        return {"label": self.label, "event": event, "sha256": digest.hexdigest()}
 
     def fingerprint_values(self) -> np.ndarray:
         """Values that determine the profile: by default δ(ε) on a fixed grid of ε (subclasses give their data).
@@ -168,8 +184,7 @@ class PrivacyProfile(ABC):
 
 
 def _check_delta(delta: float) -> None:
-    if not (isinstance(delta, (int, float, np.floating)) and 0.0 < delta <= 1.0):
-        raise ValueError(f"delta must be in (0, 1], got {delta!r}")
+    check_probability("delta", delta, allow_one=True)  # δ = 1 is a valid (trivial) point of a profile
 
 
 def hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: np.ndarray | float) -> np.ndarray:
@@ -266,15 +281,17 @@ class PldProfile(PrivacyProfile):
         pld: A ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``; it must have been
             built with ``pessimistic_estimate=True`` (the default) for the result to be an upper bound.
         name: Description of the mechanism.
-        mechanism_key: Exact description of the mechanism (:data:`~dphypo.privacy.rdp.Mechanism`), if known.
+        event: The ``dp_accounting`` ``DpEvent`` of the mechanism, if known (stored in canonical form,
+            :func:`~dphypo.privacy.events.canonical_event`).
     """
 
     pld: Any
     name: str = "PLD"
-    mechanism_key: Mechanism | None = None
+    event: DpEvent | None = None  # a field here, a property on PrivacyProfile
     _tables: tuple[_LossTable, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
+        _set_event(self)
         pmfs = [self.pld._pmf_remove] if self.pld._symmetric else [self.pld._pmf_remove, self.pld._pmf_add]
         object.__setattr__(self, "_tables", tuple(_LossTable.from_pmf(p) for p in pmfs))
         probe = np.array([-0.5, 0.0, 0.5, 2.0])
@@ -290,11 +307,6 @@ class PldProfile(PrivacyProfile):
     def label(self) -> str:
         """Human-readable description of the mechanism this profile bounds."""
         return self.name
-
-    @property
-    def mechanism(self) -> Mechanism | None:
-        """Exact description of the mechanism (compared with the RDP curve's), or ``None`` if unknown."""
-        return self.mechanism_key
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
@@ -329,8 +341,12 @@ class PldProfile(PrivacyProfile):
 
     def compose(self, other: PldProfile) -> PldProfile:
         """Sequential composition (e.g. a run, then the noisy release of its score); same discretisation."""
-        return PldProfile(self.pld.compose(other.pld), f"{self.name} + {other.name}",
-                          compose_mechanisms(self.mechanism, other.mechanism))
+        event = None
+        if self.event is not None and other.event is not None:
+            from dphypo.privacy.events import compose_events
+
+            event = compose_events(self.event, other.event)  # ComposedDpEvent([...]), flattened, in order
+        return PldProfile(self.pld.compose(other.pld), f"{self.name} + {other.name}", event)
 
 
 class ProfileTooLargeError(DphypoError, ValueError):
@@ -354,6 +370,39 @@ class ProfileSkipped:
     """
 
     reason: str
+
+
+_Profile = TypeVar("_Profile", bound=PrivacyProfile)
+
+
+def profile_or_skipped(build: Callable[[], _Profile]) -> _Profile | ProfileSkipped:
+    """``build()``, or a :class:`ProfileSkipped` naming why when the profile would be too large.
+
+    The one place a :class:`ProfileTooLargeError` becomes a :class:`ProfileSkipped` (the accountant then reports
+    the RDP bounds only, and says why), for every caller: :func:`dpsgd_profile_or_skip`,
+    :func:`~dphypo.privacy.dpsgd_run.dpsgd_run_profile_or_skip` (one candidate run, what ``dphypo tune``,
+    ``account`` and ``calibrate`` use), and :func:`~dphypo.privacy.calibration.calibrate_sigma`'s
+    ``profile_for_sigma``. Any other error (e.g. ``ValueError`` for invalid arguments) propagates.
+
+    Args:
+        build: Builds the profile, e.g. ``lambda: dpsgd_profile(sigma, q, steps)`` or ``plan.profile``.
+
+    Returns:
+        The profile, or the reason it was skipped.
+    """
+    try:
+        return build()
+    except ProfileTooLargeError as exc:
+        return ProfileSkipped(str(exc))
+
+
+def _set_event(profile: PrivacyProfile) -> None:
+    """Validate a dataclass profile's ``event`` field and store its canonical form."""
+    event = profile.__dict__.get("event")
+    if event is not None:
+        from dphypo.privacy.events import check_event
+
+        object.__setattr__(profile, "event", check_event(event))
 
 
 @lru_cache(maxsize=8)
@@ -449,13 +498,13 @@ def dpsgd_discretization(
         ProfileTooLargeError: Even :data:`MAX_DISCRETIZATION` would exceed the cap.
     """
     _check_dpsgd(sigma, sample_rate, steps, discretization)
-    if not (isinstance(max_points, (int, np.integer)) and max_points >= 1024):
-        raise ValueError(f"max_points must be an integer >= 1024, got {max_points!r}")
-    return _plan_discretization(float(sigma), float(sample_rate), int(steps), discretization, int(max_points))
+    check_int_at_least("max_points", max_points, 1024)
+    return _mechanism_discretization(float(sigma), float(sample_rate), int(steps), discretization, int(max_points))
 
 
 @lru_cache(maxsize=64)
-def _plan_discretization(sigma: float, sample_rate: float, steps: int, discretization: float, max_points: int) -> float:
+def _mechanism_discretization(sigma: float, sample_rate: float, steps: int, discretization: float,
+                              max_points: int) -> float:
     name = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps})"
 
     def refuse(points: float, what: str = "", cap: int = max_points) -> ProfileTooLargeError:
@@ -484,14 +533,7 @@ def _plan_discretization(sigma: float, sample_rate: float, steps: int, discretiz
 
 
 def _check_dpsgd(sigma: float, sample_rate: float, steps: int, discretization: float) -> None:
-    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0.0):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
-    if sigma < MIN_DPSGD_SIGMA:
-        raise ValueError(f"sigma must be >= {MIN_DPSGD_SIGMA:g} (see dpsgd_rdp), got {sigma!r}")
-    if not (isinstance(sample_rate, (int, float)) and 0.0 < sample_rate <= 1.0):
-        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    check_dpsgd(sigma, sample_rate, steps)
     if not (isinstance(discretization, float) and 0.0 < discretization <= MAX_DISCRETIZATION):
         raise ValueError(f"discretization must be a float in (0, {MAX_DISCRETIZATION:g}], got {discretization!r}")
 
@@ -499,11 +541,13 @@ def _check_dpsgd(sigma: float, sample_rate: float, steps: int, discretization: f
 # A composed PLD at the cap holds ≈ 130 MB (two directions, PLD + suffix-sum tables): keep few.
 @lru_cache(maxsize=4)
 def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, interval: float, requested: float) -> PldProfile:
+    from dphypo.privacy.events import dpsgd_event
+
     step = _step_pld(sigma, sample_rate, interval)
     pld = step if steps == 1 else step.self_compose(steps, tail_mass_truncation=_TAIL_MASS_TRUNCATION)
     grid = f"PLD {interval:g}" if interval == requested else f"PLD {interval:.3g}, coarsened from {requested:g}"
     label = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps}) [{grid}]"
-    return PldProfile(pld, label, dpsgd_mechanism(sigma, sample_rate, steps))
+    return PldProfile(pld, label, dpsgd_event(sigma, sample_rate, steps))
 
 
 def dpsgd_profile(
@@ -534,11 +578,12 @@ def dpsgd_profile(
         max_points: Cap on the grid points of one direction of the composed PLD.
 
     Returns:
-        The profile.
+        The profile; its event is ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``,
+        equal to :func:`~dphypo.privacy.rdp.dpsgd_rdp`'s (:func:`~dphypo.privacy.events.dpsgd_event`).
 
     Raises:
         ProfileTooLargeError: The PLD exceeds the cap even at :data:`MAX_DISCRETIZATION` (tiny σ or huge
-            ``steps``); :func:`dpsgd_profile_or_skip` turns this into a :class:`ProfileSkipped`.
+            ``steps``); :func:`profile_or_skipped` turns this into a :class:`ProfileSkipped`.
     """
     interval = dpsgd_discretization(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
     return _dpsgd_profile(float(sigma), float(sample_rate), int(steps), interval, discretization)
@@ -552,14 +597,13 @@ def dpsgd_profile_or_skip(
     discretization: float = DEFAULT_DISCRETIZATION,
     max_points: int = MAX_PLD_POINTS,
 ) -> PldProfile | ProfileSkipped:
-    """:func:`dpsgd_profile`, or a :class:`ProfileSkipped` naming why when the PLD would be too large.
+    """:func:`dpsgd_profile` (training only), or a :class:`ProfileSkipped` naming why the PLD would be too large.
 
-    Invalid arguments still raise ``ValueError``.
+    :func:`profile_or_skipped` of :func:`dpsgd_profile`. Invalid arguments still raise ``ValueError``.
     """
-    try:
-        return dpsgd_profile(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
-    except ProfileTooLargeError as exc:
-        return ProfileSkipped(str(exc))
+    return profile_or_skipped(
+        lambda: dpsgd_profile(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
+    )
 
 
 @dataclass(frozen=True)
@@ -579,10 +623,8 @@ class GaussianProfile(PrivacyProfile):
     sensitivity: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("sigma", "sensitivity"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        check_positive("sigma", self.sigma)
+        check_positive("sensitivity", self.sensitivity)
 
     @property
     def label(self) -> str:
@@ -590,9 +632,11 @@ class GaussianProfile(PrivacyProfile):
         return f"Gaussian(sigma={self.sigma:g}, sensitivity={self.sensitivity:g})"
 
     @property
-    def mechanism(self) -> Mechanism | None:
-        """Exact description of the mechanism (compared with the RDP curve's), or ``None`` if unknown."""
-        return mechanism_key("Gaussian", sigma=float(self.sigma), sensitivity=float(self.sensitivity))
+    def event(self) -> DpEvent:
+        """``GaussianDpEvent(σ/Δ)``, equal to :func:`~dphypo.privacy.rdp.gaussian_rdp`'s (``gaussian_event``)."""
+        from dphypo.privacy.events import gaussian_event
+
+        return gaussian_event(float(self.sigma), float(self.sensitivity))
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""
@@ -616,13 +660,16 @@ class DiscreteProfile(PrivacyProfile):
         p: Shape ``(K,)``, the output law on X.
         p_prime: Shape ``(K,)``, the output law on X′.
         name: Description.
+        event: The ``dp_accounting`` ``DpEvent`` of the mechanism, if known.
     """
 
     p: np.ndarray
     p_prime: np.ndarray
     name: str = "discrete"
+    event: DpEvent | None = None  # a field here, a property on PrivacyProfile
 
     def __post_init__(self) -> None:
+        _set_event(self)
         for attr in ("p", "p_prime"):
             v = np.array(getattr(self, attr), dtype=np.float64).reshape(-1)
             if not (np.all(np.isfinite(v)) and np.all(v >= 0.0) and abs(v.sum() - 1.0) < 1e-9):
@@ -674,10 +721,10 @@ class MaxProfile(PrivacyProfile):
         return self.name or "max(" + ", ".join(p.label for p in self.profiles) + ")"
 
     @property
-    def mechanism(self) -> Mechanism | None:
-        """The members' common mechanism, else ``None`` (a max over different mechanisms is none of them)."""
-        keys = {p.mechanism for p in self.profiles}
-        return keys.pop() if len(keys) == 1 else None
+    def event(self) -> DpEvent | None:
+        """The members' common event, else ``None`` (a max over different mechanisms is none of them)."""
+        first = self.profiles[0].event
+        return first if all(p.event == first for p in self.profiles[1:]) else None
 
     def delta(self, epsilon: np.ndarray | float) -> np.ndarray:
         """δ(ε) of the symmetric profile (the larger of the two directions), shape of ``epsilon``."""

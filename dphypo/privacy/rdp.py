@@ -2,7 +2,9 @@ r"""Rényi-DP curves of base mechanisms (one candidate run) on a dense grid of o
 
 An :class:`RdpCurve` holds upper bounds ε(α) on the Rényi divergence of order α between a mechanism's outputs on
 neighbouring datasets (both directions: the tuning theorems use D_α(Q‖Q') and D_α̂(Q'‖Q), Papernot & Steinke
-2022, proof of Theorem 2), optionally with a pure ε-DP bound (order ∞).
+2022, proof of Theorem 2), optionally with a pure ε-DP bound (order ∞), and the ``dp_accounting`` ``DpEvent`` of
+the mechanism it bounds (:mod:`dphypo.privacy.events`), kept through composition so that a privacy profile is only
+ever used next to a curve of the same mechanism.
 
 The DP-SGD curve is *not* re-derived here: it comes from Google's ``dp_accounting`` RDP accountant
 (Mironov, Talwar & Zhang 2019, Poisson-subsampled Gaussian), which is pure numpy/scipy (Opacus's copy of the same
@@ -18,26 +20,35 @@ Steinke 2022 arXiv:2110.03620v2.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from dphypo.privacy.validation import (
+    check_int_at_least,
+    check_non_negative,
+    check_positive,
+    check_positive_int,
+    check_probability,
+)
+
+if TYPE_CHECKING:  # dp_accounting is imported on first use (it costs ~0.3 s): see dphypo.privacy.events
+    from dp_accounting.dp_event import DpEvent
 
 __all__ = [
     "DEFAULT_ORDERS",
     "MIN_DPSGD_SIGMA",
-    "Mechanism",
     "RdpCurve",
+    "check_dpsgd",
     "compose",
-    "compose_mechanisms",
     "custom_rdp",
-    "dpsgd_mechanism",
     "dpsgd_rdp",
     "gaussian_rdp",
-    "mechanism_key",
     "nonnegative_bound",
     "pure_dp_rdp",
     "zero_rdp",
@@ -63,27 +74,6 @@ def _default_orders() -> np.ndarray:
 DEFAULT_ORDERS: np.ndarray = _default_orders()
 
 
-#: What a curve or a profile is a bound *of*: a sorted multiset of base-mechanism keys (:func:`mechanism_key`), so
-#: that two bounds can be checked to describe the same mechanism; ``None`` means unknown (a user-supplied bound).
-Mechanism = tuple[str, ...]
-
-
-def mechanism_key(name: str, **params: float) -> Mechanism:
-    """The description of one base mechanism, exact in its parameters (``repr`` of each float).
-
-    Example: ``mechanism_key("Gaussian", sigma=2.0, sensitivity=1.0) == ("Gaussian(sensitivity=1.0, sigma=2.0)",)``.
-    """
-    inner = ", ".join(f"{k}={float(v)!r}" if isinstance(v, float) else f"{k}={v!r}" for k, v in sorted(params.items()))
-    return (f"{name}({inner})",)
-
-
-def compose_mechanisms(*mechanisms: Mechanism | None) -> Mechanism | None:
-    """The description of a sequential composition: the sorted union of its parts (``None`` if any is unknown)."""
-    if any(m is None for m in mechanisms):
-        return None
-    return tuple(sorted(key for m in mechanisms for key in m))  # type: ignore[union-attr]
-
-
 @dataclass(frozen=True, eq=False)
 class RdpCurve:
     """Upper bounds ε(α) on the Rényi divergence of one mechanism, per order α > 1.
@@ -93,16 +83,17 @@ class RdpCurve:
         epsilons: Shape ``(m,)``, non-negative bounds (``inf`` allowed: "no bound at this order").
         pure_epsilon: ε if the mechanism is also ε-DP (the order-∞ bound), else ``None``.
         label: Human-readable description, kept through composition.
-        mechanism: Exact description of the mechanism this curve bounds (:data:`Mechanism`), kept through
-            composition; ``None`` when unknown. :func:`~dphypo.privacy.accountant.account` uses it to refuse a
-            privacy profile of another mechanism.
+        event: The ``dp_accounting`` ``DpEvent`` of the mechanism this curve bounds, exactly
+            (:mod:`dphypo.privacy.events`; stored in canonical form), kept through composition and repetition;
+            ``None`` when unknown. :func:`~dphypo.privacy.accountant.account` uses it to refuse a privacy profile
+            of another mechanism.
     """
 
     orders: np.ndarray
     epsilons: np.ndarray
     pure_epsilon: float | None = None
     label: str = field(default="custom")
-    mechanism: Mechanism | None = None
+    event: DpEvent | None = None
 
     def __post_init__(self) -> None:
         orders = np.array(self.orders, dtype=np.float64).reshape(-1)
@@ -119,14 +110,15 @@ class RdpCurve:
             raise ValueError("orders must be strictly increasing")
         if np.any(np.isnan(eps)) or np.any(eps < 0):
             raise ValueError("epsilons must be non-negative (inf allowed), got a negative or NaN value")
-        if self.pure_epsilon is not None and not (
-            math.isfinite(self.pure_epsilon) and self.pure_epsilon >= 0.0
-        ):
-            raise ValueError(f"pure_epsilon must be a finite number >= 0 or None, got {self.pure_epsilon!r}")
+        check_non_negative("pure_epsilon", self.pure_epsilon, optional=True)
         orders.flags.writeable = False
         eps.flags.writeable = False
         object.__setattr__(self, "orders", orders)
         object.__setattr__(self, "epsilons", eps)
+        if self.event is not None:
+            from dphypo.privacy.events import check_event
+
+            object.__setattr__(self, "event", check_event(self.event))
 
     def __add__(self, other: RdpCurve) -> RdpCurve:
         """Sequential composition: RDP adds at equal orders (Mironov 2017, Proposition 1)."""
@@ -134,11 +126,14 @@ class RdpCurve:
 
     def repeated(self, count: int) -> RdpCurve:
         """``count``-fold adaptive composition of this mechanism with itself."""
-        if not (isinstance(count, (int, np.integer)) and count >= 1):
-            raise ValueError(f"count must be a positive integer, got {count!r}")
+        check_positive_int("count", count)
         pure = None if self.pure_epsilon is None else count * self.pure_epsilon
-        mechanism = None if self.mechanism is None else compose_mechanisms(*[self.mechanism] * int(count))
-        return RdpCurve(self.orders, count * self.epsilons, pure, f"{count} x ({self.label})", mechanism)
+        event = None
+        if self.event is not None:
+            from dphypo.privacy.events import repeat_event
+
+            event = repeat_event(self.event, int(count))  # SelfComposedDpEvent(event, count)
+        return RdpCurve(self.orders, count * self.epsilons, pure, f"{count} x ({self.label})", event)
 
     def monotone(self) -> RdpCurve:
         """The envelope ``ε̃(α) = min_{α' ≥ α} ε(α')``.
@@ -149,7 +144,27 @@ class RdpCurve:
         env = np.minimum.accumulate(self.epsilons[::-1])[::-1]
         if self.pure_epsilon is not None:
             env = np.minimum(env, self.pure_epsilon)
-        return RdpCurve(self.orders, env, self.pure_epsilon, self.label, self.mechanism)
+        return RdpCurve(self.orders, env, self.pure_epsilon, self.label, self.event)
+
+    def describe(self) -> dict[str, Any]:
+        """An exact, JSON-ready identity of the curve: what a journal seals (never a repr with an address).
+
+        Returns:
+            ``{"label", "event", "sha256"}``: the event's exact description
+            (:func:`~dphypo.privacy.events.event_description`, ``None`` if unknown) and the SHA-256 of the orders,
+            the bounds and the pure ε (float64 bytes, each preceded by its length; no pure ε hashes as NaN).
+        """
+        digest = hashlib.sha256()
+        pure = np.array([np.nan if self.pure_epsilon is None else self.pure_epsilon])
+        for values in (self.orders, self.epsilons, pure):
+            digest.update(str(values.size).encode())
+            digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        event = None
+        if self.event is not None:
+            from dphypo.privacy.events import event_description
+
+            event = event_description(self.event)
+        return {"label": self.label, "event": event, "sha256": digest.hexdigest()}
 
     def __repr__(self) -> str:
         return (
@@ -164,7 +179,11 @@ def _as_orders(orders: Iterable[float] | None) -> np.ndarray:
 
 
 def compose(*curves: RdpCurve) -> RdpCurve:
-    """Sequential composition of mechanisms on the same order grid (RDP adds; pure ε adds when all are pure)."""
+    """Sequential composition of mechanisms on the same order grid (RDP adds; pure ε adds when all are pure).
+
+    The event is the canonical ``ComposedDpEvent`` of the parts' events, in order (unknown if any part's is), so
+    composing in another grouping gives an equal event (:func:`~dphypo.privacy.events.compose_events`).
+    """
     if not curves:
         raise ValueError("compose needs at least one curve")
     first = curves[0]
@@ -174,14 +193,23 @@ def compose(*curves: RdpCurve) -> RdpCurve:
     eps = np.sum([c.epsilons for c in curves], axis=0)
     pures = [c.pure_epsilon for c in curves]
     pure = None if any(p is None for p in pures) else float(sum(pures))  # type: ignore[arg-type]
-    mechanism = compose_mechanisms(*(c.mechanism for c in curves))
-    return RdpCurve(first.orders, eps, pure, " + ".join(c.label for c in curves), mechanism)
+    event = None
+    if all(c.event is not None for c in curves):
+        from dphypo.privacy.events import compose_events
+
+        event = compose_events(*(c.event for c in curves))  # ComposedDpEvent([...]), flattened, in order
+    return RdpCurve(first.orders, eps, pure, " + ".join(c.label for c in curves), event)
 
 
 def zero_rdp(orders: Iterable[float] | None = None) -> RdpCurve:
-    """The curve of a mechanism that does not look at the data (ε(α) = 0); the σ → ∞ limit of any mechanism."""
+    """The curve of a mechanism that does not look at the data (ε(α) = 0); the σ → ∞ limit of any mechanism.
+
+    Its event is ``NoOpDpEvent()``, which composition drops (composing with it leaves an event unchanged).
+    """
+    from dp_accounting import dp_event
+
     o = _as_orders(orders)
-    return RdpCurve(o, np.zeros_like(o), 0.0, "data-independent", ())
+    return RdpCurve(o, np.zeros_like(o), 0.0, "data-independent", dp_event.NoOpDpEvent())
 
 
 def gaussian_rdp(
@@ -196,34 +224,38 @@ def gaussian_rdp(
         orders: Order grid (default :data:`DEFAULT_ORDERS`).
 
     Returns:
-        The curve.
+        The curve; its event is ``GaussianDpEvent(σ/Δ)`` (dp_accounting's noise multiplier is the std relative to
+        the sensitivity, :func:`~dphypo.privacy.events.gaussian_event`), self-composed ``count`` times.
     """
-    _check_positive("sigma", sigma)
-    _check_positive("sensitivity", sensitivity)
-    if not (isinstance(count, (int, np.integer)) and count >= 1):
-        raise ValueError(f"count must be a positive integer, got {count!r}")
+    from dphypo.privacy.events import gaussian_event, repeat_event
+
+    check_positive("sigma", sigma)
+    check_positive("sensitivity", sensitivity)
+    check_positive_int("count", count)
     o = _as_orders(orders)
     eps = count * o * sensitivity**2 / (2.0 * sigma**2)
-    key = mechanism_key("Gaussian", sigma=float(sigma), sensitivity=float(sensitivity))
-    return RdpCurve(o, eps, None, f"Gaussian(sigma={sigma:g}, sensitivity={sensitivity:g}, count={count})",
-                    key * int(count))
+    event = repeat_event(gaussian_event(float(sigma), float(sensitivity)), int(count))
+    return RdpCurve(o, eps, None, f"Gaussian(sigma={sigma:g}, sensitivity={sensitivity:g}, count={count})", event)
 
 
 def pure_dp_rdp(epsilon: float, *, orders: Iterable[float] | None = None) -> RdpCurve:
     """An ε-DP mechanism: ``ε(α) = min(ε, α ε²/2)`` and ``pure_epsilon = ε``.
 
     D_α ≤ D_∞ ≤ ε for every α, and ε-DP implies (ε²/2)-zCDP, i.e. D_α ≤ α ε²/2 (Bun & Steinke 2016,
-    Proposition 3.3).
+    Proposition 3.3). Its event is :class:`~dphypo.privacy.events.PureDpEvent` (dp_accounting has no event for an
+    unspecified ε-DP mechanism).
     """
-    _check_positive("epsilon", epsilon, allow_zero=True)
+    from dphypo.privacy.events import PureDpEvent
+
+    check_non_negative("epsilon", epsilon)
     o = _as_orders(orders)
     return RdpCurve(o, np.minimum(epsilon, o * epsilon**2 / 2.0), float(epsilon), f"pure {epsilon:g}-DP",
-                    mechanism_key("pure-DP", epsilon=float(epsilon)))
+                    PureDpEvent(float(epsilon)))
 
 
 def custom_rdp(
     orders: Iterable[float], epsilons: Iterable[float], *, pure_epsilon: float | None = None,
-    mechanism: str | None = None,
+    event: DpEvent | None = None,
 ) -> RdpCurve:
     """A user-supplied curve: any valid RDP upper bounds on any order grid (validated, not trusted blindly).
 
@@ -231,17 +263,37 @@ def custom_rdp(
         orders: Orders α > 1, strictly increasing.
         epsilons: RDP bounds ≥ 0 at those orders.
         pure_epsilon: A pure-DP bound, if known.
-        mechanism: A name for the mechanism; give the same name to a profile of it (a privacy profile is only
-            used next to a curve of the same mechanism).
+        event: The ``dp_accounting`` ``DpEvent`` of the mechanism, if known (e.g. ``GaussianDpEvent(2.0)``); a
+            privacy profile is only used next to a curve with an equal event.
     """
-    key = None if mechanism is None else (str(mechanism),)
-    return RdpCurve(np.asarray(list(orders)), np.asarray(list(epsilons)), pure_epsilon, "user-supplied", key)
+    return RdpCurve(np.asarray(list(orders)), np.asarray(list(epsilons)), pure_epsilon, "user-supplied", event)
 
 
 #: Smallest noise multiplier :func:`dpsgd_rdp` accepts. At σ = 1e-100 the RDP of one step is ≈ α·5·10¹⁹⁹ (every ε is
 #: astronomically large but finite); much below it dp_accounting's RDP series overflows to inf/NaN and, once σ²
 #: underflows to 0, raises ZeroDivisionError.
 MIN_DPSGD_SIGMA = 1e-100
+
+
+def check_dpsgd(sigma: float, sample_rate: float, steps: int) -> None:
+    """Refuse DP-SGD arguments no accountant can take (the checks of :func:`dpsgd_rdp` and the DP-SGD profiles).
+
+    Args:
+        sigma: Noise multiplier, a finite number ≥ :data:`MIN_DPSGD_SIGMA`.
+        sample_rate: Poisson sampling rate in (0, 1].
+        steps: Number of noisy gradient steps, an integer ≥ 1.
+
+    Raises:
+        ValueError: The first argument out of range, named, with its value.
+    """
+    check_positive("sigma", sigma)
+    if sigma < MIN_DPSGD_SIGMA:
+        raise ValueError(
+            f"sigma must be >= {MIN_DPSGD_SIGMA:g}: below it every bound exceeds epsilon = 1e200 per step and "
+            f"dp_accounting's RDP overflows (sigma**2 underflows near 1e-162), got {sigma!r}"
+        )
+    check_probability("sample_rate", sample_rate, allow_one=True)
+    check_int_at_least("steps", steps, 1)
 
 
 def dpsgd_rdp(
@@ -260,29 +312,18 @@ def dpsgd_rdp(
         orders: Order grid (default :data:`DEFAULT_ORDERS`).
 
     Returns:
-        The curve of one DP-SGD training run.
+        The curve of one DP-SGD training run; its event is ``SelfComposedDpEvent(PoissonSampledDpEvent(q,
+        GaussianDpEvent(σ)), steps)`` (:func:`~dphypo.privacy.events.dpsgd_event`).
     """
-    _check_positive("sigma", sigma)
-    if sigma < MIN_DPSGD_SIGMA:
-        raise ValueError(
-            f"sigma must be >= {MIN_DPSGD_SIGMA:g}: below it every bound exceeds epsilon = 1e200 per step and "
-            f"dp_accounting's RDP overflows (sigma**2 underflows near 1e-162), got {sigma!r}"
-        )
-    if not (isinstance(sample_rate, (int, float)) and 0.0 < sample_rate <= 1.0):
-        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    from dphypo.privacy.events import dpsgd_event
+
+    check_dpsgd(sigma, sample_rate, steps)
     o = _as_orders(orders)
     per_step = _poisson_gaussian_per_step(float(sigma), float(sample_rate), tuple(o.tolist()))
     return RdpCurve(
         o, steps * per_step, None, f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={int(steps)})",
-        dpsgd_mechanism(sigma, sample_rate, steps)
+        dpsgd_event(float(sigma), float(sample_rate), int(steps))
     )
-
-
-def dpsgd_mechanism(sigma: float, sample_rate: float, steps: int) -> Mechanism:
-    """The :data:`Mechanism` key of one DP-SGD run (shared by its RDP curve and its PLD profile)."""
-    return mechanism_key("DP-SGD", sigma=float(sigma), sample_rate=float(sample_rate), steps=int(steps))
 
 
 @lru_cache(maxsize=512)
@@ -335,11 +376,3 @@ def nonnegative_bound(epsilons: np.ndarray, source: str) -> np.ndarray:
             "refusing to report it as 0"
         )
     return np.where(np.isnan(eps), np.inf, np.maximum(eps, 0.0))
-
-
-def _check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float, np.floating)) and math.isfinite(value)
-    ok = ok and (value >= 0.0 if allow_zero else value > 0.0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")

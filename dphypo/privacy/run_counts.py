@@ -42,6 +42,8 @@ from typing import ClassVar
 import numpy as np
 from scipy import optimize, special
 
+from dphypo.privacy.validation import check_int_at_least, check_probability, check_theta
+
 __all__ = [
     "RUN_COUNT_FAMILIES",
     "Binomial",
@@ -118,16 +120,6 @@ class RunCountDistribution(ABC):
                 return int(start - 1)
 
 
-def _check_gamma(gamma: float) -> None:
-    if not (isinstance(gamma, (int, float)) and 0.0 < gamma < 1.0):
-        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
-
-
-def _check_theta(theta: float) -> None:
-    if not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta > -1.0):
-        raise ValueError(f"theta must be a finite number > -1, got {theta!r}")
-
-
 @dataclass(frozen=True)
 class TruncatedNegativeBinomial(RunCountDistribution):
     r"""Truncated negative binomial ``TNB(θ, γ)`` on {1, 2, ...}.
@@ -149,8 +141,8 @@ class TruncatedNegativeBinomial(RunCountDistribution):
     support_min: ClassVar[int] = 1
 
     def __post_init__(self) -> None:
-        _check_theta(self.theta)
-        _check_gamma(self.gamma)
+        check_theta(self.theta)
+        check_probability("gamma", self.gamma)
         object.__setattr__(self, "theta", float(self.theta))
         object.__setattr__(self, "gamma", float(self.gamma))
 
@@ -168,7 +160,7 @@ class TruncatedNegativeBinomial(RunCountDistribution):
         Returns:
             The distribution.
         """
-        _check_theta(theta)
+        check_theta(theta)
         if not (isinstance(mean, (int, float)) and math.isfinite(mean) and mean > 1.0):
             raise ValueError(
                 f"mean must be a finite number > 1 for a truncated negative binomial, got {mean!r}"
@@ -352,10 +344,8 @@ class Binomial(RunCountDistribution):
     support_min: ClassVar[int] = 0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.n, (int, np.integer)) and not isinstance(self.n, bool) and self.n >= 1):
-            raise ValueError(f"n must be an integer >= 1, got {self.n!r}")
-        if not (isinstance(self.p, (int, float)) and 0.0 < self.p < 1.0):
-            raise ValueError(f"p must be in (0, 1), got {self.p!r}")
+        check_int_at_least("n", self.n, 1)
+        check_probability("p", self.p)
         object.__setattr__(self, "n", int(self.n))
         object.__setattr__(self, "p", float(self.p))
 
@@ -370,8 +360,7 @@ class Binomial(RunCountDistribution):
         Returns:
             The distribution.
         """
-        if not (isinstance(n, (int, np.integer)) and n >= 1):
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        check_int_at_least("n", n, 1)
         if not (isinstance(mean, (int, float)) and math.isfinite(mean) and 0.0 < mean < n):
             raise ValueError(f"mean must be in (0, n={n}) for a binomial run count, got {mean!r}")
         return cls(int(n), float(mean) / int(n))

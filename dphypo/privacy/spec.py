@@ -1,6 +1,6 @@
-"""How a search is randomised (:class:`SearchSpec`) and what the accountant reports about it (:class:`PrivacyReport`).
+"""How a search is randomised (:class:`RepeatAndSelect`) and what the accountant reports (:class:`PrivacyReport`).
 
-A :class:`SearchSpec` says how a search is randomised (the distribution of T and DP-HyPO's density bounds C, c;
+A :class:`RepeatAndSelect` says how a search is randomised (the distribution of T and DP-HyPO's density bounds C, c;
 Wang et al. 2023, arXiv:2306.05734v2, Framework 1). It refuses at construction the combinations no theorem covers
 (adaptive Poisson or binomial T), so nothing is sampled or trained under an unaccountable configuration.
 """
@@ -16,21 +16,11 @@ from dphypo.privacy.run_counts import Binomial, Poisson, RunCountDistribution, T
 from dphypo.privacy.search_rdp import tuning_rdp
 from dphypo.privacy.tuning import check_density_bounds
 
-__all__ = ["PrivacyReport", "SearchSpec", "check_delta"]
-
-
-def check_delta(delta: float) -> None:
-    """Validate a target δ: a number in (0, 1).
-
-    Raises:
-        ValueError: ``delta`` is not in (0, 1).
-    """
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+__all__ = ["PrivacyReport", "RepeatAndSelect"]
 
 
 @dataclass(frozen=True)
-class SearchSpec:
+class RepeatAndSelect:
     """How a search is randomised: T's distribution and DP-HyPO's density-ratio bounds.
 
     Args:
@@ -64,9 +54,9 @@ class SearchSpec:
         """Whether the sampling density may move away from the prior (C > c)."""
         return self.c < self.C
 
-    def uniform(self) -> SearchSpec:
+    def uniform(self) -> RepeatAndSelect:
         """The same run count with C = c = 1 (the non-adaptive baseline)."""
-        return SearchSpec(self.run_count)
+        return RepeatAndSelect(self.run_count)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready parameters of the run-count distribution and the bounds."""
@@ -114,7 +104,7 @@ class PrivacyReport:
     order_hat: float
     expected_runs: float
     theorem: str
-    search: SearchSpec
+    search: RepeatAndSelect
     base_label: str
     methods: dict[str, float] = field(default_factory=dict)
     method: str = "rdp"

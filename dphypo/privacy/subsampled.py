@@ -47,14 +47,16 @@ from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp, nonnegative_bound, zero_rdp
 from dphypo.privacy.run_counts import Binomial
 from dphypo.privacy.search_rdp import tuning_rdp
-from dphypo.privacy.spec import SearchSpec
+from dphypo.privacy.spec import RepeatAndSelect
 from dphypo.privacy.transfer import (
     DpSgdHyperparameters,
     Variant,
+    check_variant,
     nominal_set_sizes,
     transfer_hyperparameters,
     transfer_learning_rate,
 )
+from dphypo.privacy.validation import check_delta, check_positive
 
 __all__ = [
     "DEFAULT_MAX_ORDER",
@@ -251,7 +253,7 @@ def variant2_rdp(tune: RdpCurve, base: RdpCurve, tuning_rate: float, *, max_orde
     return RdpCurve(out.orders, out.epsilons, None, f"KK variant 2 [q={tuning_rate:g}]: {out.label}")
 
 
-def tuning_curve(candidate: RdpCurve, search: SearchSpec, *, max_order: int) -> tuple[RdpCurve, str]:
+def tuning_curve(candidate: RdpCurve, search: RepeatAndSelect, *, max_order: int) -> tuple[RdpCurve, str]:
     """ε_tune(k) at integer k = 2..``max_order`` for a search run on the tuning set (see the module docstring).
 
     Args:
@@ -311,7 +313,7 @@ class SubsampledTuningReport:
 
 def subsampled_tuning(
     candidate: RdpCurve,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     tuning_rate: float,
     variant: Variant,
     delta: float,
@@ -339,10 +341,8 @@ def subsampled_tuning(
     Returns:
         The report.
     """
-    if variant not in (1, 2):
-        raise ValueError(f"variant must be 1 or 2, got {variant!r}")
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    check_variant(variant)
+    check_delta(delta)
     final = candidate if final is None else final
     tune, theorem = tuning_curve(candidate, search, max_order=max_order)
     if charged_runs:
@@ -373,7 +373,7 @@ def dpsgd_subsampled_tuning(
     sigma: float,
     sample_rate: float,
     steps: int,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     tuning_rate: float,
     variant: Variant,
     delta: float,
@@ -397,7 +397,7 @@ class SubsampledCalibration:
 def calibrate_subsampled_sigma(
     target_epsilon: float,
     delta: float,
-    search: SearchSpec,
+    search: RepeatAndSelect,
     tuning_rate: float,
     variant: Variant,
     candidate_for_sigma: Callable[[float], RdpCurve],
@@ -432,8 +432,7 @@ def calibrate_subsampled_sigma(
     Raises:
         CalibrationError: Even infinite noise (zero curves) exceeds the target.
     """
-    if not (isinstance(target_epsilon, (int, float)) and math.isfinite(target_epsilon) and target_epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {target_epsilon!r}")
+    check_positive("epsilon", target_epsilon)
     zero = zero_rdp(accounting_orders(max_order))
     floor = subsampled_tuning(zero, search, tuning_rate, variant, delta, final=zero, max_order=max_order).epsilon
     if floor >= target_epsilon:

@@ -9,16 +9,16 @@ References (docs/references.md): Koskela & Kulkarni 2023 arXiv:2301.11989; van d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
-import numpy as np
+from dphypo.privacy.validation import check_int_at_least, check_positive, check_probability
 
 __all__ = [
     "DpSgdHyperparameters",
     "Optimizer",
     "Variant",
+    "check_variant",
     "nominal_set_sizes",
     "transfer_hyperparameters",
     "transfer_learning_rate",
@@ -26,6 +26,17 @@ __all__ = [
 
 Variant = Literal[1, 2]
 Optimizer = Literal["sgd", "adam"]
+
+
+def check_variant(variant: Any) -> Variant:
+    """``variant`` as a :data:`Variant`: 1 (final run on X minus X₁) or 2 (final run on X).
+
+    Raises:
+        ValueError: ``variant`` is neither.
+    """
+    if variant not in (1, 2):
+        raise ValueError(f"variant must be 1 or 2, got {variant!r}")
+    return 1 if variant == 1 else 2
 
 
 @dataclass(frozen=True)
@@ -48,13 +59,9 @@ class DpSgdHyperparameters:
 
     def __post_init__(self) -> None:
         for name in ("learning_rate", "noise_multiplier", "clip_norm"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        if not (isinstance(self.sample_rate, (int, float)) and 0.0 < self.sample_rate <= 1.0):
-            raise ValueError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
-        if not (isinstance(self.steps, (int, np.integer)) and self.steps >= 1):
-            raise ValueError(f"steps must be an integer >= 1, got {self.steps!r}")
+            check_positive(name, getattr(self, name))
+        check_probability("sample_rate", self.sample_rate, allow_one=True)
+        check_int_at_least("steps", self.steps, 1)
 
     def expected_batch_size(self, dataset_size: float) -> float:
         """γ·|dataset| (Poisson sampling: the *expected* batch size)."""
@@ -69,10 +76,8 @@ def nominal_set_sizes(dataset_size: float, tuning_rate: float, variant: Variant)
     """
     if not (isinstance(dataset_size, (int, float)) and dataset_size > 0):
         raise ValueError(f"dataset_size must be > 0, got {dataset_size!r}")
-    if not (isinstance(tuning_rate, (int, float)) and 0.0 < tuning_rate < 1.0):
-        raise ValueError(f"tuning_rate must be in (0, 1), got {tuning_rate!r}")
-    if variant not in (1, 2):
-        raise ValueError(f"variant must be 1 or 2, got {variant!r}")
+    check_probability("tuning_rate", tuning_rate)
+    check_variant(variant)
     m = tuning_rate * dataset_size
     return m, (1.0 - tuning_rate) * dataset_size if variant == 1 else float(dataset_size)
 
@@ -99,11 +104,9 @@ def transfer_learning_rate(
     Returns:
         The learning rate for the final run.
     """
-    if not (isinstance(learning_rate, (int, float)) and math.isfinite(learning_rate) and learning_rate > 0.0):
-        raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}")
-    for name, v in (("tuning_set_size", tuning_set_size), ("final_set_size", final_set_size)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0.0):
-            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    check_positive("learning_rate", learning_rate)
+    check_positive("tuning_set_size", tuning_set_size)
+    check_positive("final_set_size", final_set_size)
     if optimizer == "adam":
         return float(learning_rate)
     if optimizer != "sgd":

@@ -32,6 +32,7 @@ import numpy as np
 from dphypo.privacy.conversion import delta_from_rdp
 from dphypo.privacy.rdp import RdpCurve, nonnegative_bound
 from dphypo.privacy.run_counts import Poisson, TruncatedNegativeBinomial
+from dphypo.privacy.validation import check_non_negative, check_theta
 
 __all__ = [
     "TuningRdp",
@@ -113,10 +114,8 @@ def dphypo_theorem1(base: RdpCurve, run_count: TruncatedNegativeBinomial, C: flo
 def dphypo_theorem2(epsilon: float, theta: float, C: float, c: float) -> float:
     """DP-HyPO Theorem 2: candidates ε-DP ⇒ the search is ``((2+θ)(ε + log(C/c)), 0)``-DP."""
     check_density_bounds(C, c)
-    if not (math.isfinite(epsilon) and epsilon >= 0.0):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    if not (math.isfinite(theta) and theta > -1.0):
-        raise ValueError(f"theta must be a finite number > -1, got {theta!r}")
+    check_non_negative("epsilon", epsilon)
+    check_theta(theta)
     return (2.0 + theta) * (epsilon + math.log(C / c))
 
 

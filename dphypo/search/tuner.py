@@ -2,7 +2,7 @@
 
 ::
 
-    draw T ~ run-count distribution          (once, from the PrivacyPlan the accountant reads, before any data)
+    draw T ~ run-count distribution          (once, from the PrivacyAccounting the accountant reads, before any data)
     for j = 0 .. T-1:
         π̃ = project(strategy density given all observations so far) onto S_{C,c}(π0)
         draw λ ~ π̃; (model, score) = objective(λ)      (the score is part of the run's DP output)
@@ -17,54 +17,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from dphypo._paths import check_output_file
-from dphypo.privacy import PrivacyPlan, PrivacyReport
-from dphypo.search.execution import Executor, make_executor
+from dphypo.privacy import PrivacyAccounting, PrivacyReport
+from dphypo.search.evaluation import Objective, checked_score
+from dphypo.search.execution import make_executor
 from dphypo.search.limits import check_expected_runs
-from dphypo.search.loop import (
-    LostAttemptsExceeded,
-    Objective,
-    Recorder,
-    best_trial,
-    better,
-    evaluate_task,
-    projected_density,
-    run_loop,
-)
-from dphypo.search.plan import RunPlan
-from dphypo.search.records import DataFailure, PrivateScore, Run, Trial
+from dphypo.search.loop import best_trial
+from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_options
+from dphypo.search.recording import Recorder
+from dphypo.search.records import RunContext, RunMechanism, Trial
+from dphypo.search.run import SearchRun, SearchStreams
 from dphypo.search.storage import Journal, MemoryJournal, SQLiteJournal
 from dphypo.search.storage.describe import array_digest, describe, qualified_name
 from dphypo.space import SearchSpace
-from dphypo.strategies import Direction, Strategy, StrategyEvent, Uniform
+from dphypo.strategies import Strategy, StrategyEvent, Uniform
+from dphypo.strategies.base import check_strategy
 
-__all__ = [
-    "DataFailure",
-    "LostAttemptsExceeded",
-    "Objective",
-    "PrivateScore",
-    "Release",
-    "Run",
-    "SearchHistory",
-    "SearchResult",
-    "Trial",
-    "Tuner",
-    "best_trial",
-    "better",
-    "evaluate_task",
-    "projected_density",
-    "release_payload",
-    "run_loop",
-    "run_search",
-]
+__all__ = ["Candidate", "Release", "SearchHistory", "SearchResult", "Tuner", "release_payload"]
 
 # Independent random streams derived from the search seed (numpy SeedSequence spawn keys).
 _T_STREAM, _SAMPLING_STREAM, _STRATEGY_STREAM, _RUN_STREAM = range(4)
@@ -82,7 +57,8 @@ class Release:
         epsilon: Total ε of the whole search.
         delta: δ of the guarantee.
         privacy: The full accounting report (breakdown, theorem, orders).
-        plan: The public per-run plan (for DP-SGD: σ, sampling rate, steps, score noise), if the search had one.
+        mechanism: The public per-run mechanism (for DP-SGD: σ, sampling rate, steps, score noise), if the search had
+            one.
     """
 
     params: dict[str, Any] | None
@@ -91,7 +67,7 @@ class Release:
     epsilon: float
     delta: float
     privacy: PrivacyReport = field(repr=False)
-    plan: RunPlan | None = None
+    mechanism: RunMechanism | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +100,21 @@ class SearchHistory:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A candidate :meth:`Tuner.ask` hands out: train it with ``params`` through ``run``, then :meth:`Tuner.tell`.
+
+    Attributes:
+        number: 0-based run number within the search.
+        params: The hyperparameters (python scalars).
+        run: The run: ``run.make_private(...)`` trains privately, ``run.private_score(count)`` privatises the score.
+    """
+
+    number: int
+    params: dict[str, Any]
+    run: RunContext
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """A finished search: the publishable :attr:`release` and the curator-only :attr:`history`."""
 
@@ -136,39 +127,30 @@ class Tuner:
 
     Args:
         objective: ``objective(params, run) -> score`` or ``(score, artifact)``; ``params`` is a dict of python
-            scalars, ``run`` a :class:`Run`. Raise :class:`DataFailure` (or return a non-finite score) when the run
+            scalars, ``run`` a :class:`Run` (``None``: the search is driven with :meth:`ask` and :meth:`tell`).
+            Raise :class:`DataFailure` (or return a non-finite score) when the run
             failed because of the data.
         space: The grid and prior π0.
         privacy: Run-count distribution, C, c, per-run RDP curve and δ: T is drawn from exactly this object and
             the release's ε is accounted from it.
         strategy: How densities adapt (default :class:`~dphypo.strategies.Uniform`).
-        direction: ``"maximize"`` (accuracy) or ``"minimize"`` (loss).
-        seed: Seed of every random choice of the search (T, candidate draws, strategy, per-run seeds for batches,
-            DP-SGD noise and score noise). ``None`` (default) draws 128 bits of fresh OS entropy, kept only in the
-            curator-only history and journal. A given seed is a **curator secret**: anyone who knows it (and the
-            code) can recompute T and subtract the noise, so never use a public value (privacy rule 6).
-        runs_per_update: Candidates drawn from one projected density before the next update (still Framework 1: the
-            update rule may keep π unchanged, DP-HyPO §3); default one per worker of the executor.
-        record_densities: Keep every projected density in the history.
-        progress: Called with the number of completed runs after each run (counts only, never scores).
-        plan: Per-run plan handed to each :class:`Run` (a :class:`~dphypo.search.plan.RunPlan` such as
-            :class:`dphypo.train.DPSGDPlan`: for :meth:`Run.make_private`, the private score and the budget check).
-        executor: Where runs execute: ``"sequential"`` (default, in this process), ``"process"`` (a local pool,
-            one thread and one GPU per worker), ``"ray"``, or a :class:`dphypo.search.execution.Executor`. With
-            more than one worker, ``objective`` and its artifacts must be picklable. The release does not depend on
-            the executor; it depends on ``runs_per_update`` (give the same one to compare executors).
-        journal: Path of a crash-safe journal (:class:`dphypo.search.storage.SQLiteJournal`, curator only). A new
-            file is sealed with the plan and T before any data is touched; an existing one is *resumed*: T is read, not
-            redrawn, finished runs are replayed from it, and runs in flight when the previous process died count
-            as lost attempts (covered by ``privacy.max_lost``, else the resume is refused with
-            :class:`~dphypo.search.tuner.LostAttemptsExceeded`) and are re-run. A changed configuration is refused
+        mechanism: Per-run mechanism handed to each :class:`Run` (a :class:`~dphypo.search.records.RunMechanism`
+            such as :class:`dphypo.train.DPSGDMechanism`: its training entry point, the private score and the
+            budget check). With more than one worker, ``objective`` and its artifacts must be picklable.
+        options: How the search runs (:class:`~dphypo.search.options.SearchOptions`: direction, secret seed,
+            executor, journal, runs per update, progress). A journal file is sealed with the configuration and T
+            before any data is touched; an existing one is *resumed*: T is read, not redrawn, finished runs are
+            replayed, and runs in flight when the previous process died count as lost attempts (covered by
+            ``privacy.max_lost``, else the resume is refused with
+            :class:`~dphypo.search.tuner.LostAttemptsExceeded`) and are re-run; a changed configuration is refused
             (:class:`~dphypo.search.storage.JournalMismatch`).
+        record_densities: Keep every projected density in the history.
         objective_id: Description of the objective sealed in the journal (e.g. dataset and model), so a resume
             with a different objective is refused; default: the fields of a dataclass objective (e.g.
             :class:`~dphypo.train.DPSGDObjective`: dataset, model, split), else its qualified name.
 
     Raises:
-        ValueError: Invalid arguments, a plan costlier than ``privacy.base``, or a strategy whose density bounds
+        ValueError: Invalid arguments, a mechanism costlier than ``privacy.base``, or a strategy whose density bounds
             ``(C, c)`` differ from ``privacy.search``'s (the sampler must project onto the accounted set).
 
     Example:
@@ -176,11 +158,11 @@ class Tuner:
         mechanism); the objective is a toy function, a real one trains with ``run.make_private``
         (:func:`dphypo.tune` builds all of this for DP-SGD):
 
-        >>> from dphypo import PrivacyPlan, SearchSpace, SearchSpec, Tuner
+        >>> from dphypo import PrivacyAccounting, SearchSpace, RepeatAndSelect, Tuner
         >>> from dphypo.privacy import gaussian_rdp, geometric
         >>> from dphypo.space import Grid
         >>> space = SearchSpace({"lr": Grid((0.01, 0.03, 0.1, 0.3))})
-        >>> privacy = PrivacyPlan(SearchSpec(geometric(0.2)), gaussian_rdp(4.0), 1e-5)
+        >>> privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.2)), gaussian_rdp(4.0), 1e-5)
         >>> result = Tuner(lambda params, run: -abs(params["lr"] - 0.1), space, privacy, seed=1).run()
         >>> result.release.params, round(result.release.epsilon, 2)
         ({'lr': 0.1}, 1.43)
@@ -190,51 +172,44 @@ class Tuner:
 
     def __init__(
         self,
-        objective: Objective,
+        objective: Objective | None,
         space: SearchSpace,
-        privacy: PrivacyPlan,
+        privacy: PrivacyAccounting,
         *,
         strategy: Strategy | None = None,
-        direction: Direction = "maximize",
-        seed: int | None = None,
-        runs_per_update: int | None = None,
+        mechanism: RunMechanism | None = None,
+        options: SearchOptions | None = None,
         record_densities: bool = False,
-        progress: Callable[[int], None] | None = None,
-        plan: RunPlan | None = None,
-        executor: Executor | str | None = None,
-        journal: str | os.PathLike[str] | None = None,
         objective_id: Any = None,
+        **option_fields: Unpack[SearchOptionFields],
     ) -> None:
-        if not isinstance(privacy, PrivacyPlan):
-            raise TypeError(f"privacy must be a PrivacyPlan, got {type(privacy).__name__}")
-        if direction not in ("maximize", "minimize"):
-            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
-        if runs_per_update is not None and not (isinstance(runs_per_update, int) and runs_per_update >= 1):
-            raise ValueError(f"runs_per_update must be a positive integer or None, got {runs_per_update!r}")
-        if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
+        if not isinstance(privacy, PrivacyAccounting):
+            raise TypeError(f"privacy must be a PrivacyAccounting, got {type(privacy).__name__}")
+        self.options = resolve_options("Tuner", options, option_fields)
         check_expected_runs(privacy.search.run_count)  # T must be drawable (and trainable) in bounded time
         self.objective = objective
         self.space = space
         self.privacy = privacy
-        if strategy is not None and not callable(getattr(strategy, "start", None)):  # what the loop calls
-            raise TypeError(f"strategy must be a Strategy (e.g. dphypo.GPUCB(C=2, c=0.75)), got "
-                            f"{type(strategy).__name__}")
         self.strategy = strategy if strategy is not None else Uniform()
+        check_strategy(self.strategy)
         _check_strategy_bounds(self.strategy, privacy)
-        self.direction = direction
+        self.direction = self.options.direction
+        seed = self.options.seed
         self.seed = int(np.random.SeedSequence().entropy if seed is None else seed)  # type: ignore[arg-type]
         self._seed_given = seed is not None
-        self.runs_per_update = runs_per_update
+        self.runs_per_update = self.options.runs_per_update
         self.record_densities = record_densities
-        self.progress = progress
-        self.plan = plan
-        if plan is not None:
-            _check_plan_is_accounted(plan, privacy)
-        self.executor = executor
+        self.progress = self.options.progress
+        self.mechanism = mechanism
+        if mechanism is not None:
+            _check_mechanism_is_accounted(mechanism, privacy)
+        self.executor = self.options.executor
         # proven writable before anything is calibrated or trained (a journal that cannot be opened later loses
         # the whole search's budget)
+        journal = self.options.journal
         self.journal = None if journal is None else check_output_file(journal, "journal")
+        self._search: SearchRun | None = None  # an ask/tell search, started by the first ask()
+        self._attempts: dict[int, int] = {}  # asked and not told: run number -> journaled attempt
         self.objective_id = objective_id if objective_id is not None else _objective_description(objective)
 
     def _stream(self, *key: int) -> np.random.SeedSequence:
@@ -246,52 +221,146 @@ class Tuner:
 
     def run(self) -> SearchResult:
         """Run (or resume) the whole search and return the release and the curator-only history."""
+        if self._search is not None:
+            raise RuntimeError("this Tuner is driven with ask()/tell(); finish it with result()")
+        if self.objective is None:
+            raise ValueError("objective is None: give one to run the search, or drive it with ask() and tell()")
         with contextlib.ExitStack() as cleanup:
-            journal = self._open_journal()
-            cleanup.callback(journal.close)
             executor = make_executor(self.executor)
             if executor is not self.executor:  # created here, so closed here
                 cleanup.callback(executor.close)
             # k candidates per projected density: one per worker unless given (Framework 1, docs/parallel.md)
             runs_per_update = self.runs_per_update if self.runs_per_update is not None else executor.workers
+            search = self._start(runs_per_update)
+            cleanup.callback(search.recorder.journal.close)
+            search.run(executor, runs_per_update=runs_per_update, progress=self.progress)
+            return self._finish(search)
+
+    # -- ask and tell: a search driven by the caller's own training loop ------------------------------------------
+
+    def ask(self) -> Candidate | None:
+        """The next candidate to train, or ``None`` once the search has made its T runs (then call :meth:`result`).
+
+        For callers that run their own training loop (Optuna's habit): train with ``candidate.params`` through
+        ``candidate.run`` (``run.make_private(...)``, ``run.private_score(count)``) and :meth:`tell` the score. The
+        privacy rules are the tuner's: T was drawn (or read from the journal) before the first candidate, only the
+        best run is released, and every density is projected onto S_{C,c}. Candidates are drawn
+        ``runs_per_update`` (default 1) at a time from one density; ask several before telling to train them in
+        parallel. A journaled search resumes: runs it already finished are replayed, never asked again.
+
+        Returns:
+            The candidate: its ``number``, ``params`` and ``run``.
+        """
+        if self._search is None:
+            self._search = self._start(self.runs_per_update or 1)
+        run = self._search.ask(self.runs_per_update or 1)
+        if run is None:
+            return None
+        params = self.space.params(run.grid_index)
+        self._attempts[run.number] = self._search.recorder.started(run.number, run.grid_index, params)
+        return Candidate(run.number, params, run.open())
+
+    def tell(self, candidate: Candidate, score: Any, artifact: Any = None) -> None:
+        """Record a candidate's score (and what it produced, e.g. the trained model).
+
+        Args:
+            candidate: What :meth:`ask` returned.
+            score: ``candidate.run.private_score(count)`` when the mechanism releases a noisy score (a bare number is
+                then refused, privacy rule 4); a non-finite score (or ``float("nan")``) marks a run that failed
+                on the data (scored worst, never retried: privacy rule 5).
+            artifact: Released if this run is the best (a module made private by ``run.make_private`` is released
+                as the plain module).
+
+        Raises:
+            RunMisuse: The run misused its mechanism (e.g. never trained through ``run.make_private``); the search
+                stops.
+            TypeError: A bare number where the mechanism releases a noisy score.
+        """
+        search = self._search
+        if search is None or candidate.number not in self._attempts:
+            raise ValueError(f"candidate {candidate.number} was not asked from this tuner, or was told already")
+        run = candidate.run
+        value = math.nan if not _is_finite_number(score) else checked_score(score, score, run)
+        run.check(finished=math.isfinite(value))
+        trial = search.trial_of(run.run, value, error=None if math.isfinite(value) else "non-finite score")
+        kept = run.released_artifact(artifact) if math.isfinite(value) else None
+        search.recorder.finished(self._attempts.pop(candidate.number), trial, kept)
+        search.tell(candidate.number, trial, kept)
+        if self.progress is not None:
+            self.progress(len(search.trace.trials))
+
+    def result(self) -> SearchResult:
+        """The release and the history of an ask/tell search, once every asked candidate was told.
+
+        Raises:
+            RuntimeError: Candidates are still pending or the search has runs left to ask.
+        """
+        search = self._search
+        if search is None:
+            raise RuntimeError("nothing was asked yet: call ask() until it returns None, telling every candidate")
+        if not search.finished:
+            left = search.run_count - len(search.trace.trials)
+            raise RuntimeError(f"the search has {left} run(s) left: ask() until it returns None and tell each")
+        try:
+            return self._finish(search)
+        finally:
+            search.recorder.journal.close()
+
+    def close(self) -> None:
+        """Stop an ask/tell search without finishing it, releasing its journal (idempotent).
+
+        The journal keeps what was told; a new :class:`Tuner` on the same file resumes the search (runs asked and
+        not told count as lost attempts, as after a crash). Without a journal the search is simply abandoned: no
+        release, and the privacy already spent on the data is not recoverable.
+        """
+        search, self._search = self._search, None
+        self._attempts.clear()
+        if search is not None:
+            search.recorder.journal.close()
+
+    def _start(self, runs_per_update: int) -> SearchRun:
+        """Open the journal, seal (or read) T before any data is touched (privacy rule 2), set up the search."""
+        journal = self._open_journal()
+        try:
             recorder = Recorder(self.direction, journal, self.privacy.max_lost)
-            # privacy rule 2: T is drawn (or read from the journal) before any data is touched
             run_count = self._sealed_run_count(journal, recorder, self.sealed_config(runs_per_update))
-            trials, artifacts, densities, events = run_loop(
-                self.objective,
-                self.space,
-                (self.privacy.search.C, self.privacy.search.c),
-                self.strategy,
-                self.direction,
-                run_count,
-                sampling_rng=np.random.default_rng(self._stream(_SAMPLING_STREAM)),
-                strategy_seed=int(self._stream(_STRATEGY_STREAM).generate_state(1)[0]),
-                run_seed=lambda j: int(self._stream(_RUN_STREAM, j).generate_state(1)[0]),
-                privacy=self.privacy,
-                plan=self.plan,
-                runs_per_update=runs_per_update,
-                record_densities=self.record_densities,
-                progress=self.progress,
-                executor=executor,
-                recorder=recorder,
-            )
-            best = best_trial(trials, self.direction)
-            if trials and all(t.failed for t in trials):  # visible in the release anyway (no finite score)
-                warnings.warn("every run of the search failed, so the release has no score; the reasons are in "
-                              "result.history.trials[i].error (curator-only)", RuntimeWarning, stacklevel=2)
-            report = self.privacy.account()  # max_lost charged up front, whatever was actually lost
-            release = Release(
-                params=None if best is None else dict(trials[best].params),
-                score=None if best is None else trials[best].score,
-                artifact=None if best is None else recorder.artifact(best, artifacts[best]),
-                epsilon=report.epsilon,
-                delta=report.delta,
-                privacy=report,
-                plan=self.plan,
-            )
-            journal.write_release(release_payload(release))
-        history = SearchHistory(run_count, tuple(trials), best, tuple(densities), tuple(events), self.seed,
-                                recorder.lost_attempts)
+        except BaseException:
+            journal.close()
+            raise
+        streams = SearchStreams(
+            sampling=np.random.default_rng(self._stream(_SAMPLING_STREAM)),
+            strategy_seed=int(self._stream(_STRATEGY_STREAM).generate_state(1)[0]),
+            run_seed=self._run_seed,
+        )
+        bounds = (self.privacy.search.C, self.privacy.search.c)
+        return SearchRun(self.objective, self.space, self.strategy, self.direction, bounds, run_count, streams,
+                         recorder=recorder, privacy=self.privacy, mechanism=self.mechanism,
+                         record_densities=self.record_densities)
+
+    def _run_seed(self, number: int) -> int:
+        return int(self._stream(_RUN_STREAM, number).generate_state(1)[0])
+
+    def _finish(self, search: SearchRun) -> SearchResult:
+        """The release (best run, accounted ε) written to the journal, and the curator-only history."""
+        trace = search.result()
+        trials, recorder = trace.trials, search.recorder
+        best = best_trial(trials, self.direction)
+        if trials and all(t.failed for t in trials):  # visible in the release anyway (no finite score)
+            warnings.warn("every run of the search failed, so the release has no score; the reasons are in "
+                          "result.history.trials[i].error (curator-only)", RuntimeWarning, stacklevel=3)
+        report = self.privacy.account()  # max_lost charged up front, whatever was actually lost
+        release = Release(
+            params=None if best is None else dict(trials[best].params),
+            score=None if best is None else trials[best].score,
+            artifact=None if best is None else recorder.artifact(best, trace.artifacts[best]),
+            epsilon=report.epsilon,
+            delta=report.delta,
+            privacy=report,
+            mechanism=self.mechanism,
+        )
+        recorder.journal.write_release(release_payload(release))
+        history = SearchHistory(search.run_count, tuple(trials), best, tuple(trace.densities), tuple(trace.events),
+                                self.seed, recorder.lost_attempts)
         return SearchResult(release, history)
 
     def sealed_config(self, runs_per_update: int) -> dict[str, Any]:
@@ -318,7 +387,7 @@ class Tuner:
             "seed": self.seed,
             "runs_per_update": runs_per_update,
             "objective": self.objective_id,
-            "plan": self.plan,
+            "mechanism": self.mechanism,
         }
         return describe(config)  # exact values, never a repr (an address in one would never match on resume)
 
@@ -364,7 +433,7 @@ class Tuner:
 
 def release_payload(release: Release) -> dict[str, Any]:
     """The JSON-ready, publishable part of a release (what ``dphypo release FILE`` prints)."""
-    plan = None if release.plan is None else release.plan.describe()
+    mechanism = None if release.mechanism is None else release.mechanism.describe()
     score = release.score
     return {
         "params": release.params,
@@ -373,11 +442,11 @@ def release_payload(release: Release) -> dict[str, Any]:
         "delta": release.delta,
         "privacy": release.privacy.to_dict(),
         "max_lost": release.privacy.charged_runs,  # lost attempts charged up front (docs/parallel.md)
-        "plan": plan,
+        "mechanism": mechanism,
     }
 
 
-def _check_strategy_bounds(strategy: Strategy, privacy: PrivacyPlan) -> None:
+def _check_strategy_bounds(strategy: Strategy, privacy: PrivacyAccounting) -> None:
     """Refuse a strategy whose own (C, c) differ from the accountant's (privacy rule 3).
 
     The sampler projects onto S_{C,c} with ``privacy.search``'s bounds, so a strategy that carries its own must
@@ -398,6 +467,14 @@ def _check_strategy_bounds(strategy: Strategy, privacy: PrivacyPlan) -> None:
         )
 
 
+def _is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is a number that is finite (a NaN or inf score marks a run that failed on the data)."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True  # not a number at all: checked_score names the problem
+
+
 def _objective_description(objective: Any) -> Any:
     """A stable description of an objective: a dataclass's fields (its configuration), else its qualified name."""
     if dataclasses.is_dataclass(objective) and not isinstance(objective, type):
@@ -405,26 +482,16 @@ def _objective_description(objective: Any) -> Any:
     return qualified_name(objective if hasattr(objective, "__qualname__") else type(objective))
 
 
-def _check_plan_is_accounted(plan: RunPlan, privacy: PrivacyPlan) -> None:
-    """Privacy rule 4: the per-run curve the accountant uses must cover what the plan lets each run spend.
+def _check_mechanism_is_accounted(mechanism: RunMechanism, privacy: PrivacyAccounting) -> None:
+    """Privacy rule 4: the per-run curve the accountant uses must cover what the mechanism lets each run spend.
 
-    The budget check after every run compares Opacus's history with the *plan*; the release's ε comes from
-    ``privacy.base``. A plan costlier than ``privacy.base`` at any order would pass both checks yet under-report ε.
+    The budget check after every run compares Opacus's history with the *mechanism*; the release's ε comes from
+    ``privacy.base``. A mechanism costlier than ``privacy.base`` at any order would pass both checks yet under-report ε.
     """
     base = privacy.base
-    planned = plan.rdp(orders=base.orders).epsilons
+    planned = mechanism.rdp(orders=base.orders).epsilons
     if np.any(planned > base.epsilons * (1 + 1e-9) + 1e-12):
         raise ValueError(
-            "plan spends more per run than privacy.base accounts for; build the PrivacyPlan from plan.rdp() "
-            "(dphypo.tune does this)"
+            "mechanism spends more per run than privacy.base accounts for; build the PrivacyAccounting from "
+            "mechanism.rdp() (dphypo.tune does this)"
         )
-
-
-def run_search(
-    objective: Objective,
-    space: SearchSpace,
-    privacy: PrivacyPlan,
-    **kwargs: Any,
-) -> SearchResult:
-    """Shorthand for ``Tuner(objective, space, privacy, **kwargs).run()``."""
-    return Tuner(objective, space, privacy, **kwargs).run()

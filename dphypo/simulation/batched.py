@@ -1,19 +1,18 @@
 """Batched simulation engine: many independent simulated searches on a landscape, advanced together.
 
-Each repeat is the search :func:`dphypo.simulation.simulate.simulate_once` runs — the Framework-1 loop of
-:func:`dphypo.search.loop.run_loop` (DP-HyPO, Wang et al. 2023, Framework 1 / Algorithm 3) with the same
-per-repeat random streams (landscape noise, T, sampling, strategy seed) — but many repeats are computed as one
-batch: one :class:`~dphypo.strategies.GPUCBSession` holds every member, and at step t every member that
-still runs (t < its T; a repeat's path up to step t never depends on its T, so members simply leave the batch
-when their T is reached) is updated together: one batched GP fit (:mod:`dphypo.strategies.surrogate`), UCB, the
-tilted softmax, the projection onto S_{C,c}(π0) (DP-HyPO eq. 3.1, :func:`dphypo.search.loop.projected_density`)
-and the inverse-CDF draw (:func:`dphypo.density.draw`) over all members, each member drawing its candidate and
-its noisy score from its own streams. Uniform search needs no GP: each repeat's T draws are vectorised.
+Each repeat is the search :func:`dphypo.simulation.simulate.simulate_once` runs — DP-HyPO Framework 1 (Wang et al.
+2023, Framework 1 / Algorithm 3) with the same per-repeat random streams (landscape noise, T, sampling, strategy
+seed) — and both engines run it through the same :class:`~dphypo.search.loop.SearchLoop`: the tuner's path is
+that loop with one search, this engine is that loop with a batch of searches. At step t every member that still
+runs (t < its T; a repeat's path up to step t never depends on its T, so members simply leave the batch when their T
+is reached) is updated together: the strategy's batch session (one batched GP fit for GP rules), the projection onto
+S_{C,c}(π0) (DP-HyPO eq. 3.1) and the inverse-CDF draw, each member drawing its candidate and its noisy score from
+its own streams. A search with C = c = 1 never adapts (every density is the projected prior), so each member draws
+its T candidates at once.
 
-The tuner's sequential loop uses the same functions on a batch of one, so a repeat makes the same runs in both
-engines, up to floating-point round-off between a batch of B and a batch of one in the GP fit (measured: none
-changed a path; ``tests/simulation/test_batched.py`` compares path by path and in distribution). Results do not
-depend on ``batch`` or ``workers`` beyond that round-off.
+A repeat makes the same runs in both engines, up to floating-point round-off between a batch of B and a batch of
+one in the GP fit (measured: none changed a path; ``tests/simulation/test_batched.py`` compares path by path and in
+distribution). Results do not depend on ``batch`` or ``workers`` beyond that round-off.
 
 The strategy's curator-only events (fallbacks, fit warnings) are not recorded: a simulation releases values
 only.
@@ -26,13 +25,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from dphypo.density import draw
 from dphypo.privacy import RunCountDistribution
 from dphypo.privacy.tuning import check_density_bounds
+from dphypo.privacy.validation import check_positive_int
 from dphypo.search.execution import Executor, executor_scope
-from dphypo.search.loop import projected_density
+from dphypo.search.loop import SearchLoop
 from dphypo.simulation.landscapes import Landscape
-from dphypo.strategies import GPUCB, Direction, GPTopSet, Strategy, Uniform, best_runs, density_bounds
+from dphypo.strategies import Direction, Strategy, best_runs, density_bounds
+from dphypo.strategies.base import check_strategy
 
 __all__ = [
     "incumbent_distance",
@@ -45,8 +45,10 @@ __all__ = [
 
 # Stream ids inside a repeat's SeedSequence (shared with dphypo.simulation.simulate.simulate_once).
 NOISE, RUN_COUNT, SAMPLING, STRATEGY = range(4)
-#: Repeats per job of uniform search (no GP: only the job overhead matters).
+#: Repeats per job of a search that never adapts (no GP: only the job overhead matters) ...
 _UNIFORM_JOB = 4096
+#: ... as long as its (repeats, grid size) densities stay within this many float64 entries (32 MB).
+_UNIFORM_JOB_ENTRIES = 1 << 22
 
 
 def repeat_streams(seed: int, repeat: int) -> list[np.random.SeedSequence]:
@@ -104,7 +106,8 @@ def search_paths(
 
     Args:
         landscape: Mean/std of the score over the grid.
-        strategy: :class:`~dphypo.strategies.Uniform` or :class:`~dphypo.strategies.GPUCB`.
+        strategy: Any strategy: its batch session advances every repeat (a strategy without the batch capability
+            runs one session per repeat, :func:`~dphypo.strategies.base.open_batch`).
         T: Number of runs of every repeat, ≥ 1, or one number per repeat (a member leaves the batch after its
             own T runs).
         repeats: Repeat numbers (select each repeat's streams).
@@ -121,36 +124,24 @@ def search_paths(
         raise ValueError(f"T must be >= 1 for every repeat, got {T!r}")
     streams = [repeat_streams(seed, int(r)) for r in repeats]
     noise = [np.random.default_rng(s[NOISE]) for s in streams]
-    sampling = [np.random.default_rng(s[SAMPLING]) for s in streams]
-    if isinstance(strategy, Uniform):
-        return _uniform_paths(landscape, lengths, noise, sampling, C, c)
-    if isinstance(strategy, GPUCB | GPTopSet):
-        strategy_seeds = [int(s[STRATEGY].generate_state(1)[0]) for s in streams]
-        return _gpucb_paths(landscape, strategy, lengths, noise, sampling, strategy_seeds, C, c)
-    raise ValueError(
-        f"strategy must be Uniform or a GP rule (GPUCB, GPTopSet) for the batched engine, got {strategy!r}"
-    )
-
-
-
-def _uniform_paths(
-    landscape: Landscape,
-    lengths: np.ndarray,
-    noise: list[np.random.Generator],
-    sampling: list[np.random.Generator],
-    C: float,
-    c: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform search: every run draws from the projected prior; one vectorised call per stream and repeat."""
-    space = landscape.space
-    projected = projected_density(np.asarray(space.prior, dtype=np.float64), space, C, c)
+    loop = SearchLoop(landscape.space, strategy, landscape.direction, (C, c),  # type: ignore[arg-type]
+                      strategy_seeds=[int(s[STRATEGY].generate_state(1)[0]) for s in streams],
+                      sampling=[np.random.default_rng(s[SAMPLING]) for s in streams])
     mean, std = landscape.mean.ravel(), landscape.std.ravel()
     indices, scores = _empty_paths(lengths)
-    for m, (noise_rng, sampling_rng) in enumerate(zip(noise, sampling, strict=True)):
-        # Same values as T successive rng.random() / rng.normal(mean_i, std_i) calls of the sequential loop.
-        T = int(lengths[m])
-        indices[m, :T] = draw(projected, sampling_rng.random(T))
-        scores[m, :T] = noise_rng.normal(mean[indices[m, :T]], std[indices[m, :T]])
+    members = np.arange(lengths.size)
+    if loop.static:  # every density is the same projected prior: each search draws its T candidates at once
+        for m, drawn in zip(members, loop.draw(members, lengths), strict=True):
+            # Same values as T successive rng.random() / rng.normal(mean_i, std_i) calls of the tuner's loop.
+            indices[m, : lengths[m]] = drawn
+            scores[m, : lengths[m]] = noise[m].normal(mean[drawn], std[drawn])
+        return indices, scores
+    for t in range(indices.shape[1]):
+        active = members[lengths > t]  # searches that make a run at step t (each leaves at its own T)
+        drawn = np.concatenate(loop.draw(active))
+        indices[active, t] = drawn
+        scores[active, t] = [noise[m].normal(mean[i], std[i]) for m, i in zip(active, drawn, strict=True)]
+        loop.observe(active, drawn, scores[active, t])
     return indices, scores
 
 
@@ -158,34 +149,6 @@ def _empty_paths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index and score arrays of shape ``(members, max T)``: -1 and NaN where a member made no run."""
     shape = (lengths.size, int(lengths.max()) if lengths.size else 0)
     return np.full(shape, -1, dtype=np.int64), np.full(shape, np.nan)
-
-
-def _gpucb_paths(
-    landscape: Landscape,
-    strategy: GPUCB | GPTopSet,
-    lengths: np.ndarray,
-    noise: list[np.random.Generator],
-    sampling: list[np.random.Generator],
-    strategy_seeds: list[int],
-    C: float,
-    c: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """GP-UCB (DP-HyPO Algorithm 3) for a batch of repeats: one :class:`GPUCBSession` drives every member."""
-    space, members = landscape.space, len(noise)
-    session = strategy.start_batch(space, landscape.direction, strategy_seeds)  # type: ignore[arg-type]
-    mean, std = landscape.mean.ravel(), landscape.std.ravel()
-    indices, scores = _empty_paths(lengths)
-    prior = np.asarray(space.prior, dtype=np.float64)
-    projected = np.tile(projected_density(prior, space, C, c), (members, 1))
-    for t in range(indices.shape[1]):
-        active = np.flatnonzero(lengths > t)  # members whose search makes a run at step t
-        densities, refitted = session.update(active, indices[active, :t], scores[active, :t])
-        if np.any(refitted):  # the others kept their density, so their projection is unchanged
-            projected[active[refitted]] = projected_density(densities[refitted], space, C, c)
-        uniforms = np.array([sampling[m].random() for m in active])
-        indices[active, t] = draw(projected[active], uniforms)
-        scores[active, t] = [noise[m].normal(mean[i], std[i]) for m, i in zip(active, indices[active, t], strict=True)]
-    return indices, scores
 
 
 def _run_job(job: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +171,8 @@ def _jobs(
     """
     runs = np.flatnonzero(counts > 0)
     order = runs[np.argsort(-counts[runs], kind="stable")]
-    size = _UNIFORM_JOB if isinstance(strategy, Uniform) else batch
+    # A search with C = c = 1 never adapts: no GP, only the job overhead matters (and its (B, n) densities' memory).
+    size = min(_UNIFORM_JOB, max(1, _UNIFORM_JOB_ENTRIES // landscape.size)) if (C, c) == (1.0, 1.0) else batch
     count = min(order.size, max(workers, -(-order.size // size)))
     parts = [order[k::count] for k in range(count)]
     return [(landscape, strategy, counts[part].tolist(), part.tolist(), C, c, seed) for part in parts]
@@ -236,7 +200,7 @@ def simulate_batched(
 
     Args:
         landscape: The landscape.
-        strategy: :class:`~dphypo.strategies.Uniform` or :class:`~dphypo.strategies.GPUCB`.
+        strategy: Any strategy (batched natively when it has the batch capability).
         repeats: Number of searches, ≥ 1.
         T: Fixed number of runs, or
         run_count: its distribution (T drawn per repeat; a batch mixes repeats of different T).
@@ -255,17 +219,13 @@ def simulate_batched(
     Returns:
         Shape ``(repeats,)``; the landscape's worst mean for a repeat whose T is 0.
     """
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if not (isinstance(batch, int) and batch >= 1):
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    if not isinstance(strategy, Uniform | GPUCB | GPTopSet):
-        raise ValueError(f"strategy must be Uniform or a GP rule (GPUCB, GPTopSet) for the batched engine, got "
-                         f"{strategy!r}")
+    check_positive_int("repeats", repeats)
+    check_positive_int("batch", batch)
     if (T is None) == (run_count is None):
         raise ValueError("give exactly one of T (fixed) or run_count (random)")
-    if T is not None and not (isinstance(T, int | np.integer) and T >= 1):
-        raise ValueError(f"T must be a positive integer, got {T!r}")
+    if T is not None:
+        check_positive_int("T", T)
+    check_strategy(strategy)
     C, c = density_bounds(strategy, C, c)
     check_density_bounds(C, c)
     counts = np.full(repeats, T, dtype=np.int64) if run_count is None else run_counts(run_count, seed, repeats)

@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import json
 import math
-import numbers
 import os
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from dphypo._paths import check_output_file
+from dphypo.privacy.validation import check_int_at_least, check_non_negative, check_positive, check_positive_int
 from dphypo.simulation.landscapes import Landscape, save_landscape
 
 __all__ = ["MAX_BUILD_RUNS", "BuildSpec", "build_landscape", "check_build", "paper_grid"]
@@ -75,12 +75,10 @@ class BuildSpec:
 
         if self.dataset not in DATASETS:
             raise ValueError(f"dataset must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
-        if not (_is_real(self.sigma) and self.sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        check_positive("sigma", self.sigma)
         for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1):
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int_at_least(name, getattr(self, name), 1)
+            object.__setattr__(self, name, int(getattr(self, name)))  # a numpy integer would not hash to JSON
         for name in ("lr_grid", "clip_grid"):
             values = tuple(float(v) for v in getattr(self, name))
             if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
@@ -88,14 +86,13 @@ class BuildSpec:
             if not all(math.isfinite(v) and v > 0 for v in values):
                 raise ValueError(f"{name} values must be finite and > 0, got {values!r}")
             object.__setattr__(self, name, values)
-        if not (isinstance(self.seeds, int) and not isinstance(self.seeds, bool) and self.seeds >= 1):
-            raise ValueError(f"seeds must be a positive integer, got {self.seeds!r}")
+        check_positive_int("seeds", self.seeds)
+        object.__setattr__(self, "seeds", int(self.seeds))
         runs = len(self.lr_grid) * len(self.clip_grid) * self.seeds
         if runs > MAX_BUILD_RUNS:  # checked before the job list or the score array is allocated
             raise ValueError(f"seeds={self.seeds} on a {len(self.lr_grid)} x {len(self.clip_grid)} grid is {runs:,} "
                              f"training runs; a landscape holds at most {MAX_BUILD_RUNS:,}")
-        if not (_is_real(self.score_noise) and self.score_noise >= 0):
-            raise ValueError(f"score_noise must be a finite number >= 0, got {self.score_noise!r}")
+        check_non_negative("score_noise", self.score_noise)
 
     def digest(self) -> str:
         """A hash of everything that determines the results (a checkpoint is only resumed for the same spec)."""
@@ -105,10 +102,6 @@ class BuildSpec:
     def shape(self) -> tuple[int, int]:
         """Grid shape ``(len(lr_grid), len(clip_grid))``."""
         return (len(self.lr_grid), len(self.clip_grid))
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _checkpoint_path(out: Path) -> Path:
@@ -142,10 +135,8 @@ def check_build(spec: BuildSpec, out: str | os.PathLike[str], *, workers: int | 
     check_output_file(out, "out", create_parents=True)  # a probe file, not os.access (root passes that anywhere)
     if _checkpoint_path(out).is_dir():
         raise ValueError(f"out: the checkpoint path {str(_checkpoint_path(out))!r} is a directory")
-    if workers is not None and not (
-        isinstance(workers, numbers.Integral) and not isinstance(workers, bool) and workers >= 1
-    ):
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if workers is not None:
+        check_positive_int("workers", workers)
     from dphypo.train.models import check_model_for_dataset
 
     check_model_for_dataset(spec.model, spec.dataset)
@@ -160,13 +151,13 @@ def _job_item(spec: BuildSpec, job: tuple[int, int, int]) -> dict[str, Any]:
 
 def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str, Any]:
     """One training run; returns a JSON-ready record (runs in a worker process)."""
-    from dphypo.search.tuner import DataFailure, Run
+    from dphypo.search.records import DataFailure, Run
     from dphypo.train.data import load_dataset
+    from dphypo.train.mechanism import DPSGDMechanism
     from dphypo.train.objective import DPSGDObjective
-    from dphypo.train.plan import DPSGDPlan
 
     splits = load_dataset(spec.dataset, data_dir=spec.data_dir, seed=spec.data_seed)
-    plan = DPSGDPlan(
+    mechanism = DPSGDMechanism(
         sigma=spec.sigma,
         batch_size=spec.batch_size,
         epochs=spec.epochs,
@@ -174,17 +165,18 @@ def _job(spec: BuildSpec, lr_index: int, clip_index: int, seed: int) -> dict[str
         score_noise=None,
         n_val=len(splits.y_val),
     )
-    objective = DPSGDObjective(spec.dataset, spec.model, plan, data_dir=spec.data_dir, data_seed=spec.data_seed)
+    objective = DPSGDObjective(spec.dataset, spec.model, mechanism, data_dir=spec.data_dir, data_seed=spec.data_seed)
     params = {"lr": spec.lr_grid[lr_index], "clip": spec.clip_grid[clip_index]}
     grid_index = lr_index * len(spec.clip_grid) + clip_index
-    run = Run(number=grid_index, seed=1000 * seed + grid_index, privacy=None, grid_index=grid_index, plan=plan)
+    run = Run(number=grid_index, seed=1000 * seed + grid_index, privacy=None, grid_index=grid_index,
+              mechanism=mechanism).open()
     start = time.perf_counter()
     try:
         score, _ = objective(params, run)
         failed = False
     except DataFailure:
         score, failed = FAILED_SCORE, True
-    run.check_budget(finished=not failed)
+    run.check(finished=not failed)
     return {"lr": lr_index, "clip": clip_index, "seed": seed, "score": float(score), "failed": failed,
             "seconds": time.perf_counter() - start}
 

@@ -3,23 +3,24 @@
 An equal-ε comparison (the white-box setting of DP-HyPO §4.2) gives every arm the same total (ε, δ) and lets each
 spend it as its search allows: a uniform search (C = c = 1) uses the Papernot-Steinke / Koskela-Redberg-Wang
 bounds, an adaptive one (C > c) pays for adaptivity with more noise per run. :func:`arm_sigma` returns that σ for
-the DP-SGD plan a landscape family was built with (:attr:`dphypo.simulation.family.LandscapeFamily.plan_metadata`),
-so the arm's landscape is ``family.at(arm_sigma(...))``.
+the DP-SGD mechanism a landscape family was built with
+(:attr:`dphypo.simulation.family.LandscapeFamily.mechanism_metadata`), so the arm's landscape is
+``family.at(arm_sigma(...))``.
 
-The per-run mechanism is the landscape's DP-SGD plan *including* the Gaussian release of the run's score
-(:func:`dphypo.simulation.studies.plan_from_metadata`); σ is calibrated by :func:`dphypo.privacy.calibrate_sigma`,
+The per-run mechanism is the landscape's DP-SGD mechanism *including* the Gaussian release of the run's score
+(:func:`dphypo.simulation.studies.mechanism_from_metadata`); σ is calibrated by :func:`dphypo.privacy.calibrate_sigma`,
 i.e. the accountant's minimum over its valid bounds:
 
 * uniform search: RDP (Papernot & Steinke 2022, Theorem 2, and with ``adaptive_theorem="B"`` Theorem B at
-  C = c = 1 of docs/proofs/adaptive.md) and the privacy-profile bounds of Koskela, Redberg & Wang 2024 (the plan's
-  :meth:`~dphypo.train.DPSGDPlan.profile`), whichever is smallest;
+  C = c = 1 of docs/proofs/adaptive.md) and the privacy-profile bounds of Koskela, Redberg & Wang 2024 (the mechanism's
+  :meth:`~dphypo.train.DPSGDMechanism.profile`), whichever is smallest;
 * adaptive search (C > c): RDP only, with the named adaptive theorem (``adaptive_theorem``: ``"B"`` by default,
   ``"A"`` for the accounting the shipped equal-ε studies were calibrated with); profile bounds are not proven for
   C > c, so no profile is passed.
 
 The theorem is always passed explicitly (never left to the accountant's default), so a recorded result can be
 reproduced by naming the theorem it was calibrated with. :func:`dphypo.simulation.studies.arm_epsilon` accounts a
-cell with the same bounds (the same profile, :func:`dphypo.simulation.studies.plan_profile`, and the study's
+cell with the same bounds (the same profile, :func:`dphypo.simulation.studies.mechanism_profile`, and the study's
 theorem), so an arm at its calibrated σ reads ε ≤ the target, within the calibration's tolerance. Digits, ε = 8,
 E[T] = 20, uniform arm: 1.0888 with Theorem B at C = c = 1, 1.1143 with the profile bound alone
 (``adaptive_theorem="A"``), 1.2226 with Papernot-Steinke alone (the shipped landscape).
@@ -32,13 +33,13 @@ cell's C, c are :func:`dphypo.simulation.studies.cell_bounds`).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from dphypo.privacy import CalibrationError, CalibrationResult, RunCountDistribution, SearchSpec, calibrate_sigma
+from dphypo.privacy import CalibrationError, CalibrationResult, RepeatAndSelect, RunCountDistribution, calibrate_sigma
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.validation import check_positive
 from dphypo.search.execution import Executor
 from dphypo.simulation.family import LandscapeFamily, load_family
 from dphypo.simulation.studies import (
@@ -47,64 +48,58 @@ from dphypo.simulation.studies import (
     StudyConfig,
     StudyResult,
     cell_bounds,
-    plan_from_metadata,
-    plan_profile,
+    mechanism_from_metadata,
+    mechanism_profile,
     run_study,
 )
-from dphypo.train.plan import DPSGDPlan
+from dphypo.train.mechanism import DPSGDMechanism
 
 __all__ = [
     "arm_calibration",
     "arm_sigma",
     "cell_landscapes",
-    "check_positive",
-    "metadata_plan",
+    "metadata_mechanism",
     "run_equal_epsilon_study",
 ]
 
-# σ of the placeholder plan the cache is keyed on (the calibration replaces it).
+# σ of the placeholder mechanism the cache is keyed on (the calibration replaces it).
 _PLACEHOLDER_SIGMA = 1.0
 
 
-def metadata_plan(plan_metadata: Mapping[str, Any]) -> DPSGDPlan:
-    """The per-run DP-SGD plan (score release included) that landscape metadata describes, at σ = 1.
+def metadata_mechanism(mechanism_metadata: Mapping[str, Any]) -> DPSGDMechanism:
+    """The per-run DP-SGD mechanism (score release included) that landscape metadata describes, at σ = 1.
 
-    Delegates to :func:`dphypo.simulation.studies.plan_from_metadata` (split sizes from
+    Delegates to :func:`dphypo.simulation.studies.mechanism_from_metadata` (split sizes from
     :func:`dphypo.train.load_dataset` with the metadata's ``data_seed``); a ``sigma`` in the metadata is ignored.
 
     Args:
-        plan_metadata: Landscape or family metadata with ``dataset``, ``batch_size``, ``epochs`` and
+        mechanism_metadata: Landscape or family metadata with ``dataset``, ``batch_size``, ``epochs`` and
             ``score_noise`` > 0 (optionally ``data_seed``, ``n_train``, ``n_val``).
 
     Returns:
-        The plan with σ = 1.
+        The mechanism with σ = 1.
 
     Raises:
-        ValueError: A plan key is missing, the score noise is 0 (the scores would not be private), or a stated
+        ValueError: A mechanism key is missing, the score noise is 0 (the scores would not be private), or a stated
             ``n_train`` / ``n_val`` differs from the dataset's split.
     """
-    if not isinstance(plan_metadata, Mapping):
-        raise ValueError(f"plan_metadata must be a mapping, got {type(plan_metadata).__name__}")
-    missing = [k for k in ("dataset", "batch_size", "epochs", "score_noise") if k not in plan_metadata]
+    if not isinstance(mechanism_metadata, Mapping):
+        raise ValueError(f"mechanism_metadata must be a mapping, got {type(mechanism_metadata).__name__}")
+    missing = [k for k in ("dataset", "batch_size", "epochs", "score_noise") if k not in mechanism_metadata]
     if missing:
-        raise ValueError(f"plan_metadata lacks the DP-SGD plan keys {missing}, got keys {sorted(plan_metadata)}")
-    plan = plan_from_metadata({**plan_metadata, "sigma": _PLACEHOLDER_SIGMA})
-    if plan is None:
-        raise ValueError(f"plan_metadata has no private score release (score_noise must be > 0, got "
-                         f"{plan_metadata['score_noise']!r})")
+        raise ValueError(f"mechanism_metadata lacks the DP-SGD mechanism keys {missing}, got keys "
+                         f"{sorted(mechanism_metadata)}")
+    mechanism = mechanism_from_metadata({**mechanism_metadata, "sigma": _PLACEHOLDER_SIGMA})
+    if mechanism is None:
+        raise ValueError(f"mechanism_metadata has no private score release (score_noise must be > 0, got "
+                         f"{mechanism_metadata['score_noise']!r})")
     for key in ("n_train", "n_val"):
-        if key in plan_metadata and plan_metadata[key] != getattr(plan, key):
-            raise ValueError(f"plan_metadata[{key!r}]={plan_metadata[key]!r} but dataset "
-                             f"{plan_metadata['dataset']!r} (data_seed {plan_metadata.get('data_seed', 0)!r}) "
-                             f"splits {getattr(plan, key)}")
-    return plan
-
-
-def check_positive(name: str, value: Any) -> float:
-    """``value`` as a float, or a one-line ``ValueError`` naming ``name`` if it is not a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+        if key in mechanism_metadata and mechanism_metadata[key] != getattr(mechanism, key):
+            raise ValueError(f"mechanism_metadata[{key!r}]={mechanism_metadata[key]!r} but dataset "
+                             f"{mechanism_metadata['dataset']!r} "
+                             f"(data_seed {mechanism_metadata.get('data_seed', 0)!r}) "
+                             f"splits {getattr(mechanism, key)}")
+    return mechanism
 
 
 def arm_calibration(
@@ -113,7 +108,7 @@ def arm_calibration(
     run_count: RunCountDistribution,
     C: float,
     c: float,
-    plan_metadata: Mapping[str, Any],
+    mechanism_metadata: Mapping[str, Any],
     *,
     adaptive_theorem: str = "B",
 ) -> CalibrationResult:
@@ -124,13 +119,15 @@ def arm_calibration(
     Returns:
         The calibration (``sigma``, ``report``, ``sigma_tolerance``, ``evaluations``).
     """
-    epsilon, delta = check_positive("epsilon", epsilon), check_positive("delta", delta)
+    check_positive("epsilon", epsilon)
+    check_positive("delta", delta)
+    epsilon, delta = float(epsilon), float(delta)
     if not isinstance(run_count, RunCountDistribution):
         raise ValueError(f"run_count must be a RunCountDistribution, got {run_count!r}")
-    search = SearchSpec(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)
+    search = RepeatAndSelect(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)
     check_adaptive_theorem(adaptive_theorem)
-    plan = metadata_plan(plan_metadata)
-    return _calibrate(epsilon, delta, search, plan, adaptive_theorem)
+    mechanism = metadata_mechanism(mechanism_metadata)
+    return _calibrate(epsilon, delta, search, mechanism, adaptive_theorem)
 
 
 def arm_sigma(
@@ -139,15 +136,15 @@ def arm_sigma(
     run_count: RunCountDistribution,
     C: float,
     c: float,
-    plan_metadata: Mapping[str, Any],
+    mechanism_metadata: Mapping[str, Any],
     *,
     adaptive_theorem: str = "B",
 ) -> float:
     """The smallest σ (to 1e-4 relative, conservative side) at which this search costs total ``epsilon``.
 
-    Calibrated by :func:`dphypo.privacy.calibrate_sigma` on the per-run curve of the plan in ``plan_metadata``
+    Calibrated by :func:`dphypo.privacy.calibrate_sigma` on the per-run curve of the mechanism in ``mechanism_metadata``
     (DP-SGD composed with the score release); a uniform search (C = c = 1) also counts the privacy-profile
-    bounds. Results are cached per (ε, δ, run count, C, c, plan, theorem): one calibration takes seconds.
+    bounds. Results are cached per (ε, δ, run count, C, c, mechanism, theorem): one calibration takes seconds.
 
     Args:
         epsilon: Total ε of the search (> 0).
@@ -155,8 +152,8 @@ def arm_sigma(
         run_count: Distribution of the number of runs T.
         C: Upper density-ratio bound (≥ 1; 1 with ``c = 1`` for a uniform search).
         c: Lower density-ratio bound (in (0, 1]).
-        plan_metadata: The DP-SGD plan, e.g. :attr:`~dphypo.simulation.family.LandscapeFamily.plan_metadata`
-            (:func:`metadata_plan`).
+        mechanism_metadata: The DP-SGD mechanism, e.g.
+            :attr:`~dphypo.simulation.family.LandscapeFamily.mechanism_metadata` (:func:`metadata_mechanism`).
         adaptive_theorem: The accounting (:func:`dphypo.privacy.account`): ``"B"`` (Theorem B; for a uniform search
             also Theorem B at C = c = 1), ``"A"`` (Theorem A; Papernot-Steinke and the profile bounds for a uniform
             search: the accounting of the shipped equal-ε studies) or ``"published"``.
@@ -165,23 +162,23 @@ def arm_sigma(
         σ.
 
     Raises:
-        ValueError: Invalid arguments or plan metadata.
+        ValueError: Invalid arguments or mechanism metadata.
         dphypo.privacy.CalibrationError: ε is unreachable: below the search's floor (what T and log(C/c) cost even
             with infinite noise) or below what the σ-independent score release costs.
     """
-    return arm_calibration(epsilon, delta, run_count, C, c, plan_metadata, adaptive_theorem=adaptive_theorem).sigma
+    return arm_calibration(epsilon, delta, run_count, C, c, mechanism_metadata, adaptive_theorem=adaptive_theorem).sigma
 
 
 @lru_cache(maxsize=512)
 def _calibrate(
-    epsilon: float, delta: float, search: SearchSpec, plan: DPSGDPlan, adaptive_theorem: str
+    epsilon: float, delta: float, search: RepeatAndSelect, mechanism: DPSGDMechanism, adaptive_theorem: str
 ) -> CalibrationResult:
     def curve(sigma: float) -> Any:
-        return dataclasses.replace(plan, sigma=sigma).rdp()
+        return dataclasses.replace(mechanism, sigma=sigma).rdp()
 
     def profile(sigma: float) -> Any:
         # the very profile studies.arm_epsilon accounts the arm with (same discretisation, shared cache)
-        return plan_profile(dataclasses.replace(plan, sigma=sigma))
+        return mechanism_profile(dataclasses.replace(mechanism, sigma=sigma))
 
     options: dict[str, Any] = {"adaptive_theorem": adaptive_theorem}
     if not search.adaptive:
@@ -224,7 +221,7 @@ def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]
             where = f"arm {arm.label!r} in setting {setting.label!r} ({setting.describe_runs()}, C={C:g}, c={c:g})"
             try:
                 calibration = arm_calibration(config.epsilon, config.delta, setting.run_count, C, c,
-                                              family.plan_metadata, adaptive_theorem=config.adaptive_theorem)
+                                              family.mechanism_metadata, adaptive_theorem=config.adaptive_theorem)
             except CalibrationError as err:
                 raise CalibrationError(f"{where}: {err}") from None
             try:

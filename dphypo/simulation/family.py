@@ -1,9 +1,9 @@
-"""Landscape families: one grid and one DP-SGD plan measured at several noise multipliers σ.
+"""Landscape families: one grid and one DP-SGD mechanism measured at several noise multipliers σ.
 
 An equal-ε comparison of a uniform and an adaptive (GP) search runs each arm at its own σ: the adaptive arm pays
 for adaptivity, so for the same total ε each of its runs needs more noise (:mod:`dphypo.simulation.equal_epsilon`
 computes both σ). A :class:`LandscapeFamily` holds member landscapes built at several σ on the same grid with the
-same plan, and gives the landscape at any σ between its smallest and largest member (:meth:`LandscapeFamily.at`);
+same mechanism, and gives the landscape at any σ between its smallest and largest member (:meth:`LandscapeFamily.at`);
 it never extrapolates.
 
 How :meth:`LandscapeFamily.at` fills the gap between members (an algorithm choice, not a theorem):
@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from dphypo.privacy.validation import check_positive
 from dphypo.simulation.landscapes import Landscape, load_landscape
 
 __all__ = ["MEMBER_KEYS", "LandscapeFamily", "load_family", "nonincreasing_fit"]
 
-#: Metadata keys that describe one member's build or its σ rather than the shared plan; members may differ in
+#: Metadata keys that describe one member's build or its σ rather than the shared mechanism; members may differ in
 #: these (``spec_digest`` hashes the build spec, σ included). Every other key must be equal across members.
 MEMBER_KEYS: frozenset[str] = frozenset({
     "sigma", "failed_runs", "seconds_per_run_mean", "build_wall_seconds_last_session", "built_by", "spec_digest",
@@ -60,7 +61,7 @@ def _member_sigma(landscape: Landscape, index: int) -> float:
     return float(sigma)
 
 
-def _plan_part(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def _mechanism_part(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in metadata.items() if key not in MEMBER_KEYS}
 
 
@@ -76,11 +77,12 @@ def _check_same(first: Landscape, other: Landscape, label: str) -> None:
                              f"than member 0 ({a.size} values from {a[0]:g} to {a[-1]:g})")
     if other.direction != first.direction:
         raise ValueError(f"{label} has direction {other.direction!r}, member 0 has {first.direction!r}")
-    mine, theirs = _plan_part(first.metadata), _plan_part(other.metadata)
+    mine, theirs = _mechanism_part(first.metadata), _mechanism_part(other.metadata)
     for key in sorted(set(mine) | set(theirs)):
         if key not in theirs or key not in mine:
             where = "lacks" if key not in theirs else "has an extra"
-            raise ValueError(f"{label} {where} plan metadata key {key!r} (member 0: {mine.get(key, '<missing>')!r})")
+            raise ValueError(f"{label} {where} mechanism metadata key {key!r} "
+                             f"(member 0: {mine.get(key, '<missing>')!r})")
         if mine[key] != theirs[key]:
             raise ValueError(f"{label} has metadata[{key!r}]={theirs[key]!r}, member 0 has {mine[key]!r}; a family "
                              "shares everything but sigma")
@@ -129,7 +131,7 @@ def nonincreasing_fit(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class LandscapeFamily:
-    """Landscapes of one grid and one plan at several noise multipliers σ; the landscape at any σ in range.
+    """Landscapes of one grid and one mechanism at several noise multipliers σ; the landscape at any σ in range.
 
     Members are validated and sorted by σ on construction. They must agree on the grid (axis names, values and
     scales), the direction and every metadata key outside :data:`MEMBER_KEYS` (dataset, model, epochs,
@@ -173,9 +175,9 @@ class LandscapeFamily:
         return self.sigmas[0], self.sigmas[-1]
 
     @property
-    def plan_metadata(self) -> dict[str, Any]:
+    def mechanism_metadata(self) -> dict[str, Any]:
         """The metadata every member shares (everything outside :data:`MEMBER_KEYS`; no σ). A fresh copy."""
-        return _plan_part(self.members[0].metadata)
+        return _mechanism_part(self.members[0].metadata)
 
     @cached_property
     def projected_means(self) -> np.ndarray:
@@ -201,7 +203,7 @@ class LandscapeFamily:
             sigma: σ within :attr:`sigma_range` (a member's σ returns its projected means and its std).
 
         Returns:
-            A landscape on the family's grid. Its metadata is :attr:`plan_metadata` plus ``sigma``,
+            A landscape on the family's grid. Its metadata is :attr:`mechanism_metadata` plus ``sigma``,
             ``interpolated`` (false exactly at a member's σ), ``member_sigmas`` (the one or two members used),
             ``family_sigmas`` and ``isotonic_adjusted_points``.
 
@@ -211,8 +213,7 @@ class LandscapeFamily:
         if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.floating | np.integer):
             raise ValueError(f"sigma must be a number, got {sigma!r}")
         sigma = float(sigma)
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+        check_positive("sigma", sigma)
         sigmas = np.array(self.sigmas)
         low, high = self.sigma_range
         close = np.isclose(sigmas, sigma, rtol=_SIGMA_RTOL, atol=0.0)
@@ -229,7 +230,7 @@ class LandscapeFamily:
             mean = (1.0 - w) * self.projected_means[k] + w * self.projected_means[k + 1]
             std = (1.0 - w) * self.members[k].std + w * self.members[k + 1].std
             used = [self.sigmas[k], self.sigmas[k + 1]]
-        metadata = {**self.plan_metadata, "sigma": sigma, "interpolated": len(used) == 2, "member_sigmas": used,
+        metadata = {**self.mechanism_metadata, "sigma": sigma, "interpolated": len(used) == 2, "member_sigmas": used,
                     "family_sigmas": list(self.sigmas), "isotonic_adjusted_points": self.isotonic_adjusted_points}
         return Landscape(mean, std, first.axis_names, first.axis_values, first.axis_scales, first.direction,
                          metadata)

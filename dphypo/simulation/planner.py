@@ -39,10 +39,11 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from dphypo.privacy import CalibrationError, RunCountDistribution, SearchSpec, make_run_count
+from dphypo.privacy import CalibrationError, RepeatAndSelect, RunCountDistribution, make_run_count
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.validation import check_delta, check_non_negative_int, check_positive, check_positive_int
 from dphypo.search.execution import Executor, executor_scope
-from dphypo.simulation.equal_epsilon import arm_calibration, check_positive
+from dphypo.simulation.equal_epsilon import arm_calibration
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.simulate import mean_ci95, simulate
 from dphypo.simulation.studies import finite_or_none, strategy_config
@@ -114,7 +115,7 @@ class PlanCandidate:
             raise ValueError(f"label must be a non-empty string, got {self.label!r}")
         if not isinstance(self.run_count, RunCountDistribution):
             raise ValueError(f"run_count must be a RunCountDistribution, got {self.run_count!r}")
-        SearchSpec(self.run_count, *self.bounds)
+        RepeatAndSelect(self.run_count, *self.bounds)
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -459,7 +460,7 @@ def _calibrated_row(
     """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
     C, c = candidate.bounds
     try:
-        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.plan_metadata,
+        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.mechanism_metadata,
                                       adaptive_theorem=adaptive_theorem)
     except CalibrationError as err:
         return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
@@ -518,13 +519,11 @@ def plan_search(
     """
     if not isinstance(family, LandscapeFamily):
         raise ValueError(f"family must be a LandscapeFamily, got {type(family).__name__}")
-    epsilon, delta = check_positive("epsilon", epsilon), check_positive("delta", delta)
-    if not delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    if isinstance(repeats, bool) or not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if isinstance(seed, bool) or not (isinstance(seed, int) and seed >= 0):
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_positive("epsilon", epsilon)
+    check_delta(delta)
+    epsilon, delta = float(epsilon), float(delta)
+    check_positive_int("repeats", repeats)
+    check_non_negative_int("seed", seed)
     candidates = tuple(candidates)
     if not candidates:
         raise ValueError("candidates must not be empty")

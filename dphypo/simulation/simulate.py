@@ -2,16 +2,16 @@
 
 A visit to grid point λ returns q ~ N(mean_λ, std_λ); a search is judged by the *true* value mean_λ of the λ
 it releases (DP-HyPO §4.2). Each repeat runs the same Framework-1 loop as :class:`~dphypo.search.tuner.Tuner`
-(:func:`~dphypo.search.tuner.run_loop`), so every density is projected exactly as in a real search.
+(:class:`~dphypo.search.loop.SearchLoop`), so every density is projected exactly as in a real search.
 
 Repeats are independent; repeat r of every strategy uses the same random streams for the landscape noise and
 for T (common random numbers), which makes strategy differences less noisy without biasing either arm.
 
-Two engines run the same searches: ``"sequential"`` runs each repeat through
-:func:`~dphypo.search.loop.run_loop`; ``"batched"`` (:mod:`dphypo.simulation.batched`) advances many repeats
-together — one GP-UCB session and one batched GP fit per step across those still running (a repeat leaves its
-batch at its own T) — and releases, repeat by repeat, the same λ up to floating-point round-off in the GP fit,
-much faster. Both call the same batch-native functions (the sequential loop is the batch of one). Either engine
+Two engines run the same searches through the same :class:`~dphypo.search.loop.SearchLoop`: ``"sequential"`` runs
+each repeat as the tuner does (:class:`~dphypo.search.run.SearchRun`, a loop of one search, runs on an executor);
+``"batched"`` (:mod:`dphypo.simulation.batched`) advances many repeats in one loop — one GP session and one batched
+GP fit per step across those still running (a repeat leaves its batch at its own T) — and releases, repeat by
+repeat, the same λ up to floating-point round-off in the GP fit, much faster. Either engine
 spreads its work (chunks of repeats, or batches) over an :mod:`executor <dphypo.search.execution>`: a
 local process pool by default, or Ray; each repeat uses only its own streams, so the values do not depend on the
 executor or the number of workers.
@@ -28,11 +28,14 @@ import numpy as np
 from scipy import stats
 
 from dphypo.privacy import RunCountDistribution
+from dphypo.privacy.validation import check_positive_int
 from dphypo.search.execution import Executor, executor_scope
-from dphypo.search.tuner import Trial, best_trial, run_loop
+from dphypo.search.loop import best_trial
+from dphypo.search.records import Trial
+from dphypo.search.run import SearchRun, SearchStreams
 from dphypo.simulation.batched import NOISE, RUN_COUNT, SAMPLING, STRATEGY, repeat_streams, simulate_batched
 from dphypo.simulation.landscapes import Landscape
-from dphypo.strategies import Strategy, density_bounds
+from dphypo.strategies import Direction, Strategy, density_bounds
 
 __all__ = ["ENGINES", "ArmResult", "Engine", "mean_ci95", "simulate", "simulate_once"]
 
@@ -129,31 +132,24 @@ def _sequential_trials(
     seed: int,
     repeat: int,
 ) -> list[Trial]:
-    """Every run of one simulated search through :func:`~dphypo.search.tuner.run_loop` (curator-only detail)."""
+    """Every run of one simulated search, made as the tuner makes them (:class:`~dphypo.search.run.SearchRun`)."""
     if (T is None) == (run_count is None):
         raise ValueError("give exactly one of T (fixed) or run_count (random)")
     streams = repeat_streams(seed, repeat)
     if T is None:
         T = run_count.sample(np.random.default_rng(streams[RUN_COUNT]))  # type: ignore[union-attr]
-    elif not (isinstance(T, (int, np.integer)) and T >= 1):
-        raise ValueError(f"T must be a positive integer, got {T!r}")
+    else:
+        check_positive_int("T", T)
     noise = np.random.default_rng(streams[NOISE])
     space = landscape.space
 
     def objective(params: dict, run: object) -> float:
         return landscape.sample(space.index(params), noise)
 
-    trials, _, _, _ = run_loop(
-        objective,
-        space,
-        (C, c),
-        strategy,
-        landscape.direction,  # type: ignore[arg-type]
-        int(T),
-        sampling_rng=np.random.default_rng(streams[SAMPLING]),
-        strategy_seed=int(streams[STRATEGY].generate_state(1)[0]),
-        run_seed=lambda j: j,
-    )
+    search_streams = SearchStreams(np.random.default_rng(streams[SAMPLING]),
+                                   int(streams[STRATEGY].generate_state(1)[0]), run_seed=lambda j: j)
+    direction: Direction = landscape.direction  # type: ignore[assignment]
+    trials = SearchRun(objective, space, strategy, direction, (C, c), int(T), search_streams).run().trials
     return trials
 
 
@@ -208,8 +204,7 @@ def simulate(
     Returns:
         One :class:`ArmResult` per strategy.
     """
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    check_positive_int("repeats", repeats)
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     density_bounds(strategies[0], C, c) if strategies else None  # both or neither, before any work

@@ -13,10 +13,10 @@ The paper's experiments map onto it as follows:
   GP arm on one built at the larger σ a GP search may use for the same total ε.
 
 The total ε of an arm is what :func:`dphypo.privacy.account` reports for the search that arm simulates:
-``SearchSpec(run_count, C, c)`` with the per-run RDP curve of the DP-SGD plan the landscape was built with
-(:func:`landscape_plan`: σ, batch size, epochs and the score release from the landscape's metadata, split
+``RepeatAndSelect(run_count, C, c)`` with the per-run RDP curve of the DP-SGD mechanism the landscape was built with
+(:func:`landscape_mechanism`: σ, batch size, epochs and the score release from the landscape's metadata, split
 sizes from :func:`dphypo.train.load_dataset`). A uniform arm (C = c = 1) is also accounted with the
-privacy-profile bounds of Koskela, Redberg & Wang 2024 (the plan's :meth:`dphypo.train.DPSGDPlan.profile`, as
+privacy-profile bounds of Koskela, Redberg & Wang 2024 (the mechanism's :meth:`dphypo.train.DPSGDMechanism.profile`, as
 ``dphypo tune`` and :func:`dphypo.simulation.equal_epsilon.arm_sigma` do), the accountant reporting the smallest
 valid bound; no profile bound is proven for C > c, so adaptive arms are RDP only.
 
@@ -49,24 +49,45 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dphypo.privacy import RunCountDistribution, SearchSpec, TruncatedNegativeBinomial, account
+from dphypo.privacy import RepeatAndSelect, RunCountDistribution, TruncatedNegativeBinomial, account
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.validation import check_delta, check_non_negative_int, check_positive, check_positive_int
 from dphypo.search.execution import Executor, executor_scope
 from dphypo.search.limits import check_expected_runs, check_runs
 from dphypo.simulation.landscapes import Landscape
 from dphypo.simulation.simulate import ENGINES, ArmResult, Engine, mean_ci95, simulate
 from dphypo.simulation.synthetic import resolve_landscape
 from dphypo.strategies import Strategy, Uniform, density_bounds
-from dphypo.train.plan import DPSGDPlan
+from dphypo.train.mechanism import DPSGDMechanism
 
 if TYPE_CHECKING:
     from dphypo.privacy.profiles import PldProfile, ProfileSkipped
 
 __all__ = [
-    "FIXED_T_NOTE", "TABLE1_GAMMAS", "TABLE2_UPPER_BOUNDS", "ArmSpec", "Cell", "CellLandscape", "Setting",
-    "StudyConfig", "StudyResult", "arm_epsilon", "arm_landscapes", "cell_bounds", "cell_strategy",
-    "derives_lower_bound", "finite_or_none", "fixed_T_settings", "landscape_plan", "parse_T_values",
-    "plan_from_metadata", "plan_profile", "run_count_settings", "run_study", "strategy_config", "study_searches",
+    "FIXED_T_NOTE",
+    "TABLE1_GAMMAS",
+    "TABLE2_UPPER_BOUNDS",
+    "ArmSpec",
+    "Cell",
+    "CellLandscape",
+    "Setting",
+    "StudyConfig",
+    "StudyResult",
+    "arm_epsilon",
+    "arm_landscapes",
+    "cell_bounds",
+    "cell_strategy",
+    "derives_lower_bound",
+    "finite_or_none",
+    "fixed_T_settings",
+    "landscape_mechanism",
+    "mechanism_from_metadata",
+    "mechanism_profile",
+    "parse_T_values",
+    "run_count_settings",
+    "run_study",
+    "strategy_config",
+    "study_searches",
 ]
 
 #: What a fixed-T cell shows instead of ε: fixed T is a research mode with no privacy theorem.
@@ -116,8 +137,8 @@ class Setting:
     def __post_init__(self) -> None:
         if (self.T is None) == (self.run_count is None):
             raise ValueError(f"setting {self.label!r}: give exactly one of T or run_count")
-        if self.T is not None and not (isinstance(self.T, int) and self.T >= 1):
-            raise ValueError(f"T must be a positive integer, got {self.T!r}")
+        if self.T is not None:
+            check_positive_int("T", self.T)
         if self.C is None and self.c is not None:
             raise ValueError(f"setting {self.label!r}: c={self.c!r} needs its C (an arm's c alone is no bound)")
         for name, value in (("C", self.C), ("c", self.c)):
@@ -129,13 +150,8 @@ class Setting:
         # The adaptive arms' search must have a privacy theorem (it raises for e.g. adaptive Poisson T); rows
         # without both bounds are checked per arm by StudyConfig (cell_strategy).
         if self.run_count is not None and self.C is not None and self.c is not None:
-            SearchSpec(self.run_count, self.C, self.c)
-        if self.adaptive_repeats is not None and not (
-            isinstance(self.adaptive_repeats, int) and self.adaptive_repeats >= 0
-        ):
-            raise ValueError(
-                f"adaptive_repeats must be an integer >= 0 or None, got {self.adaptive_repeats!r}"
-            )
+            RepeatAndSelect(self.run_count, self.C, self.c)
+        check_non_negative_int("adaptive_repeats", self.adaptive_repeats, optional=True)
 
     def describe_runs(self) -> str:
         """How T is chosen, in words (``"T = 20"`` or the distribution with E[T])."""
@@ -235,10 +251,8 @@ class StudyConfig:
             labels = [x.label for x in objects]
             if len(set(labels)) != len(labels):
                 raise ValueError(f"{name} labels must be distinct, got {labels}")
-        if not (isinstance(self.repeats, int) and self.repeats >= 1):
-            raise ValueError(f"repeats must be a positive integer, got {self.repeats!r}")
-        if not (0.0 < self.delta < 1.0):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        check_positive_int("repeats", self.repeats)
+        check_delta(self.delta)
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
         for setting in self.settings:  # every cell's bounds exist and have a theorem, before any simulation
@@ -246,7 +260,7 @@ class StudyConfig:
                 C, c = cell_bounds(setting, arm)
                 if setting.run_count is not None:
                     try:
-                        SearchSpec(setting.run_count, C, c)
+                        RepeatAndSelect(setting.run_count, C, c)
                     except ValueError as err:
                         raise ValueError(f"arm {arm.label!r} in setting {setting.label!r} (C={C:g}, c={c:.6g}): "
                                          f"{err}") from None
@@ -256,9 +270,7 @@ class StudyConfig:
                 raise ValueError(f"arms {families} run on a landscape family, which needs an equal-ε study: set "
                                  "epsilon (the total ε every cell's search costs)")
             return
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not (math.isfinite(eps) and eps > 0):
-            raise ValueError(f"epsilon must be a finite number > 0, got {eps!r}")
+        check_positive("epsilon", self.epsilon)
         single = [a.label for a in self.arms if not a.is_family]
         if single:
             raise ValueError(f"an equal-ε study runs every arm on a landscape family (at least 2 member files), "
@@ -541,67 +553,67 @@ def _split_sizes(dataset: str, data_seed: int) -> tuple[int, int]:
     return len(splits.y_train), len(splits.y_val)
 
 
-def plan_from_metadata(metadata: Mapping[str, Any]) -> DPSGDPlan | None:
-    """The per-run DP-SGD plan that landscape metadata describes, or ``None`` if the metadata does not say.
+def mechanism_from_metadata(metadata: Mapping[str, Any]) -> DPSGDMechanism | None:
+    """The per-run DP-SGD mechanism that landscape metadata describes, or ``None`` if the metadata does not say.
 
     Reconstructs what :func:`dphypo.simulation.builder.build_landscape` trained: σ, batch size and epochs from the
     metadata, n_train / n_val from :func:`~dphypo.train.load_dataset` with the metadata's ``data_seed``, and
     the score release the landscape's ``std`` includes (``score_noise`` in accuracy units × n_val examples, a
     Gaussian on the count of correct validation predictions). Metadata without a score release (score_noise 0)
-    has no plan: its scores would not be private (privacy rule 4).
+    has no mechanism: its scores would not be private (privacy rule 4).
 
     Args:
         metadata: Landscape (or family) metadata with ``dataset``, ``sigma``, ``batch_size``, ``epochs`` and
             ``score_noise`` (optionally ``data_seed``).
 
     Returns:
-        The plan, or ``None`` (synthetic landscapes, missing keys, no score noise).
+        The mechanism, or ``None`` (synthetic landscapes, missing keys, no score noise).
     """
     if any(key not in metadata for key in _PLAN_KEYS) or not float(metadata["score_noise"]) > 0.0:
         return None
     n_train, n_val = _split_sizes(str(metadata["dataset"]), int(metadata.get("data_seed", 0)))
-    return DPSGDPlan(sigma=float(metadata["sigma"]), batch_size=int(metadata["batch_size"]),
+    return DPSGDMechanism(sigma=float(metadata["sigma"]), batch_size=int(metadata["batch_size"]),
                      epochs=int(metadata["epochs"]), n_train=n_train, n_val=n_val,
                      score_noise=float(metadata["score_noise"]) * n_val)
 
 
-def landscape_plan(landscape: Landscape) -> DPSGDPlan | None:
-    """The per-run DP-SGD plan a landscape was built with: :func:`plan_from_metadata` of its metadata.
+def landscape_mechanism(landscape: Landscape) -> DPSGDMechanism | None:
+    """The per-run DP-SGD mechanism a landscape was built with: :func:`mechanism_from_metadata` of its metadata.
 
     Args:
         landscape: The landscape.
 
     Returns:
-        The plan, or ``None`` (synthetic landscapes, missing keys, no score noise).
+        The mechanism, or ``None`` (synthetic landscapes, missing keys, no score noise).
     """
-    return plan_from_metadata(landscape.metadata)
+    return mechanism_from_metadata(landscape.metadata)
 
 
 @lru_cache(maxsize=32)
-def plan_profile(plan: DPSGDPlan) -> PldProfile | ProfileSkipped:
-    """Privacy profile of one run of ``plan`` (score release included), as ``dphypo tune`` builds it.
+def mechanism_profile(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped:
+    """Privacy profile of one run of ``mechanism`` (score release included), as ``dphypo tune`` builds it.
 
-    :func:`dphypo.api.search.profile_or_skipped`: the plan's PLD at the tuner's discretisation, or a
+    :func:`dphypo.api.search.profile_or_skipped`: the mechanism's PLD at the tuner's discretisation, or a
     ``ProfileSkipped`` (RDP bounds only, stated in the report) when it would exceed its size cap. Cached: one
-    profile takes about half a second and a study or calibration asks for the same plan many times.
+    profile takes about half a second and a study or calibration asks for the same mechanism many times.
 
     Args:
-        plan: The per-run plan.
+        mechanism: The per-run mechanism.
 
     Returns:
         The profile, or the reason it was skipped.
     """
     from dphypo.api.search import profile_or_skipped
 
-    return profile_or_skipped(plan)
+    return profile_or_skipped(mechanism)
 
 
 @lru_cache(maxsize=256)
-def _search_epsilon(plan: DPSGDPlan, search: SearchSpec, delta: float, adaptive_theorem: str) -> float:
+def _search_epsilon(mechanism: DPSGDMechanism, search: RepeatAndSelect, delta: float, adaptive_theorem: str) -> float:
     # Profile bounds are proven for uniform searches only (Koskela, Redberg & Wang 2024); the accountant ignores
     # a profile for C > c, so not building one there saves the PLD.
-    profile = None if search.adaptive else plan_profile(plan)
-    return float(account(plan.rdp(), search, delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon)
+    profile = None if search.adaptive else mechanism_profile(mechanism)
+    return float(account(mechanism.rdp(), search, delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon)
 
 
 def arm_epsilon(
@@ -610,11 +622,11 @@ def arm_epsilon(
     """Total ε of the search one cell simulates, by :func:`dphypo.privacy.account`.
 
     The smallest valid bound: RDP, and for a uniform arm (C = c = 1) also the privacy-profile bounds of
-    :func:`plan_profile` (module docstring), so that a uniform arm calibrated by
+    :func:`mechanism_profile` (module docstring), so that a uniform arm calibrated by
     :func:`dphypo.simulation.equal_epsilon.arm_sigma` reads the ε it was calibrated for.
 
     Args:
-        landscape: The arm's landscape (its metadata gives the per-run plan, :func:`landscape_plan`).
+        landscape: The arm's landscape (its metadata gives the per-run mechanism, :func:`landscape_mechanism`).
         setting: The row (its run count).
         C: Upper bound of the arm (1 for uniform search).
         c: Lower bound of the arm.
@@ -626,11 +638,11 @@ def arm_epsilon(
     """
     if setting.run_count is None:
         return None, FIXED_T_NOTE
-    plan = landscape_plan(landscape)
-    if plan is None:
-        return None, "landscape metadata has no DP-SGD plan with a score release (e.g. synthetic)"
+    mechanism = landscape_mechanism(landscape)
+    if mechanism is None:
+        return None, "landscape metadata has no DP-SGD mechanism with a score release (e.g. synthetic)"
     check_adaptive_theorem(adaptive_theorem)
-    return _search_epsilon(plan, SearchSpec(setting.run_count, C, c), delta, adaptive_theorem), ""
+    return _search_epsilon(mechanism, RepeatAndSelect(setting.run_count, C, c), delta, adaptive_theorem), ""
 
 
 # ------------------------------------------------------------------------------------------------ running

@@ -25,6 +25,8 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
+from dphypo.privacy.validation import is_integer, is_real
+
 __all__ = [
     "AXIS_TYPES",
     "INDEX_RTOL",
@@ -74,7 +76,7 @@ def _readonly(array: np.ndarray) -> np.ndarray:
 
 
 def _real(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     result = float(value)
     if not math.isfinite(result):
@@ -83,7 +85,7 @@ def _real(value: Any, name: str) -> float:
 
 
 def _integer(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     return int(value)
 

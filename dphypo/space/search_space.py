@@ -13,13 +13,13 @@ from __future__ import annotations
 import decimal
 import hashlib
 import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import numpy as np
 
+from dphypo.privacy.validation import is_integer, is_real
 from dphypo.space.axes import AXIS_TYPES, Axis, Choice, Float, Grid, Int, LogFloat, _integer, _readonly
 from dphypo.space.parsing import MAX_AXIS_VALUES
 
@@ -210,6 +210,7 @@ class SearchSpace:
 
         Example:
             >>> from types import SimpleNamespace
+            >>> from dphypo.space import SearchSpace
             >>> class FloatDistribution(SimpleNamespace): ...  # stands in for optuna.distributions's class
             >>> space = SearchSpace.from_optuna(
             ...     {"lr": FloatDistribution(low=1e-3, high=1e-1, log=True, step=None)}, points={"lr": 3})
@@ -336,7 +337,7 @@ class SearchSpace:
             weights = np.empty(n, dtype=np.float64)
             for i in range(n):
                 w = prior(self.params(i))
-                if isinstance(w, bool) or not isinstance(w, numbers.Real):
+                if not is_real(w):
                     raise TypeError(f"prior({self.params(i)!r}) must return a real number, got {w!r}")
                 weights[i] = float(w)
         else:
@@ -380,7 +381,7 @@ def _optuna_points(points: int | Mapping[str, int], distributions: Mapping[str, 
     result: dict[str, int | None] = {}
     for name, distribution in distributions.items():
         k = given.get(name, default)
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 2 <= k <= MAX_AXIS_VALUES:
+        if not (is_integer(k) and 2 <= int(k) <= MAX_AXIS_VALUES):
             what = f"points[{name!r}]" if name in given else "points"
             raise ValueError(f"{what} must be an integer in [2, {MAX_AXIS_VALUES}], got {k!r}")
         continuous = _optuna_kind(distribution) == "float" and _optuna_step(distribution) is None

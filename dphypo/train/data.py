@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, ClassVar, Literal
 import numpy as np
 
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.validation import check_non_negative_int, check_probability
 
 __all__ = [
     "DATASETS",
@@ -133,7 +134,7 @@ class DataSubset:
     Record ``i`` of a split of size n is in X₁ iff ``U_i < rate``, with ``U`` drawn from a stream of ``seed``
     (one stream per split): the draw depends only on the public split sizes and the seed, never on the data.
     ``part`` selects X₁ (``"tune"``), its complement X \ X₁ (``"rest"``, KK variant 1's final training set) or
-    everything (``"all"``, variant 2). The realised sizes are random; plans use :meth:`nominal_size`.
+    everything (``"all"``, variant 2). The realised sizes are random; mechanisms use :meth:`nominal_size`.
 
     Args:
         rate: Poisson rate q ∈ (0, 1).
@@ -146,17 +147,14 @@ class DataSubset:
     part: SubsetPart = "tune"
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.rate, (int, float)) and 0.0 < self.rate < 1.0):
-            raise ValueError(f"rate must be in (0, 1), got {self.rate!r}")
-        if not (isinstance(self.seed, (int, np.integer)) and self.seed >= 0):
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        check_probability("rate", self.rate)
+        check_non_negative_int("seed", self.seed)
         if self.part not in ("tune", "rest", "all"):
             raise ValueError(f"part must be 'tune', 'rest' or 'all', got {self.part!r}")
 
     def mask(self, size: int, *, split: Literal["train", "val"] = "train") -> np.ndarray:
         """Boolean mask over a split of ``size`` records, shape ``(size,)``: the records of :attr:`part`."""
-        if not (isinstance(size, (int, np.integer)) and size >= 0):
-            raise ValueError(f"size must be a non-negative integer, got {size!r}")
+        check_non_negative_int("size", size)
         if split not in ("train", "val"):
             raise ValueError(f"split must be 'train' or 'val', got {split!r}")
         stream = _TRAIN_MASK_STREAM if split == "train" else _VAL_MASK_STREAM
@@ -167,7 +165,7 @@ class DataSubset:
         return ~in_tuning_set if self.part == "rest" else np.ones(size, dtype=bool)
 
     def nominal_size(self, size: int) -> int:
-        """The public size used for plans: ``round(q·n)`` (tune), ``n − round(q·n)`` (rest) or ``n`` (all)."""
+        """The public size used for mechanisms: ``round(q·n)`` (tune), ``n − round(q·n)`` (rest) or ``n`` (all)."""
         tuning = round(self.rate * size)
         return tuning if self.part == "tune" else size - tuning if self.part == "rest" else size
 
@@ -221,10 +219,9 @@ def load_dataset(
     """
     if name not in DATASETS:
         raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
-    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    _check_fraction("val_fraction", val_fraction)
-    _check_fraction("test_fraction", test_fraction)
+    check_non_negative_int("seed", seed)
+    check_probability("val_fraction", val_fraction)
+    check_probability("test_fraction", test_fraction)
     if val_fraction + test_fraction >= 1.0:
         raise ValueError(
             f"val_fraction + test_fraction must be < 1, got {val_fraction!r} + {test_fraction!r}"
@@ -257,11 +254,6 @@ def check_dataset_files(name: str, data_dir: str | Path | None = None) -> None:
         _idx_paths(name, root)
     elif name == "cifar10":
         _cifar_folder(root)
-
-
-def _check_fraction(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
 
 
 @lru_cache(maxsize=8)

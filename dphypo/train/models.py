@@ -5,11 +5,12 @@ Every model accepts ``(batch, C, H, W)`` float32 images and returns ``(batch, nu
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 
 import torch
 from torch import nn
+
+from dphypo.privacy.validation import check_int_at_least, check_non_negative_int
 
 __all__ = ["MODELS", "MODEL_INPUT_SHAPES", "default_model", "make_model"]
 
@@ -112,10 +113,8 @@ def make_model(name: str, *, num_classes: int = 10, seed: int = 0) -> nn.Module:
     """
     if name not in _BUILDERS:
         raise ValueError(f"name must be one of {', '.join(MODELS)}; got {name!r}")
-    if not (isinstance(num_classes, numbers.Integral) and num_classes >= 2):
-        raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
-    if not (isinstance(seed, numbers.Integral) and seed >= 0):
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_int_at_least("num_classes", num_classes, 2)
+    check_non_negative_int("seed", seed)
     # fork_rng restores the global CPU RNG afterwards; devices=[] because models are built on CPU.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))

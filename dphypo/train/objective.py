@@ -1,7 +1,7 @@
 """The default candidate of a private search: one DP-SGD training run scored by a privatised validation accuracy.
 
-``DPSGDObjective(dataset, model, plan)(params, run)`` trains the model with Opacus under ``run.plan`` using the
-hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
+``DPSGDObjective(dataset, model, mechanism)(params, run)`` trains the model with Opacus under ``run.mechanism`` using
+the hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
 the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
 :class:`~dphypo.search.records.DataFailure`, so it scores worst and is not retried (privacy rule 5).
 """
@@ -25,12 +25,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from dphypo._threads import torch_threads
-from dphypo.search.records import DataFailure, PrivateScore, Run, RunMisuse
+from dphypo.privacy.validation import check_non_negative_int, check_positive_int
+from dphypo.search.records import DataFailure, PrivateScore, RunContext, RunMisuse
 from dphypo.space import SearchSpace
 from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset
+from dphypo.train.mechanism import INIT_STREAM, SAMPLING_STREAM, DPSGDMechanism, DPSGDRun, run_stream_seed
 from dphypo.train.models import check_model_for_dataset, default_model, make_model
 from dphypo.train.opacus import quiet_opacus
-from dphypo.train.plan import INIT_STREAM, SAMPLING_STREAM, DPSGDPlan, run_stream_seed
 
 __all__ = [
     "HYPERPARAMETERS",
@@ -70,8 +71,7 @@ def evaluate_accuracy(
     Returns:
         The count of examples whose arg-max logit equals the label.
     """
-    if not (isinstance(batch_size, numbers.Integral) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same length, got {len(x)} and {len(y)}")
     was_training = model.training
@@ -195,10 +195,10 @@ class DPSGDObjective:
         dataset: One of :data:`~dphypo.train.data.DATASETS`.
         model: One of :data:`~dphypo.train.models.MODELS`; ``None`` picks
             :func:`~dphypo.train.models.default_model`.
-        plan: The DP-SGD plan; its ``n_train`` (and ``n_val``, when set) must be the split sizes
-            (use :meth:`DPSGDPlan.from_splits`). The Tuner needs the same plan (``Tuner(..., plan=plan)``).
-            ``None``: use the plan the search hands every run (``run.plan``), e.g. the one :func:`dphypo.tune`
-            calibrates.
+        mechanism: The DP-SGD mechanism; its ``n_train`` (and ``n_val``, when set) must be the split sizes
+            (use :meth:`DPSGDMechanism.from_splits`). The Tuner needs the same mechanism (``Tuner(...,
+            mechanism=mechanism)``). ``None``: use the mechanism the search hands every run (``run.mechanism``), e.g.
+            the one :func:`dphypo.tune` calibrates.
         data_dir: Directory with the full datasets (see :func:`~dphypo.train.data.load_dataset`).
         data_seed: Seed of the train/validation/test split (public; fixed across the search).
         device: ``"cpu"``, ``"cuda"``, ... (default CUDA if available, else CPU).
@@ -210,12 +210,12 @@ class DPSGDObjective:
 
     Calling it with ``(params, run)`` reads ``params["lr"]`` (> 0) and ``params["clip"]`` (> 0); any other key is
     an error, because a searched hyperparameter the objective ignored (e.g. a batch size, which would change the
-    sampling rate the plan accounts for) must not pass silently.
+    sampling rate the mechanism accounts for) must not pass silently.
     """
 
     dataset: str
     model: str | None = None
-    plan: DPSGDPlan | None = None
+    mechanism: DPSGDMechanism | None = None
     data_dir: str | None = None
     data_seed: int = 0
     device: str | None = None
@@ -232,12 +232,11 @@ class DPSGDObjective:
         if self.model is None:
             object.__setattr__(self, "model", default_model(self.dataset))
         check_model_for_dataset(str(self.model), self.dataset)
-        if self.plan is not None and not isinstance(self.plan, DPSGDPlan):
-            raise TypeError(f"plan must be a DPSGDPlan or None, got {self.plan!r}")
+        if self.mechanism is not None and not isinstance(self.mechanism, DPSGDMechanism):
+            raise TypeError(f"mechanism must be a DPSGDMechanism or None, got {self.mechanism!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {self.optimizer!r}")
-        if not (isinstance(self.data_seed, numbers.Integral) and self.data_seed >= 0):
-            raise ValueError(f"data_seed must be a non-negative integer, got {self.data_seed!r}")
+        check_non_negative_int("data_seed", self.data_seed)
         if self.device is not None:
             torch.device(self.device)  # raises on a malformed device string
 
@@ -255,11 +254,11 @@ class DPSGDObjective:
         """The same objective restricted to one part of a Poisson subsample.
 
         This is the subsampled-tuning protocol of :func:`dphypo.tune`: every run trains on the subset's training
-        records and scores on its validation records only; no other record reaches the run. The plan's
+        records and scores on its validation records only; no other record reaches the run. The mechanism's
         ``n_train``/``n_val`` must then be the subset's *nominal* sizes
         (:meth:`~dphypo.train.data.DataSubset.nominal_size`): the realised sizes are random, and the DP-SGD loader
-        is given exactly ``plan.batches_per_epoch`` batches so that Opacus samples every realised record with the
-        planned rate ``plan.sample_rate`` whatever the realised size.
+        is given exactly ``mechanism.batches_per_epoch`` batches so that Opacus samples every realised record with the
+        planned rate ``mechanism.sample_rate`` whatever the realised size.
         """
         if not isinstance(subset, DataSubset):
             raise TypeError(f"subset must be a DataSubset, got {subset!r}")
@@ -272,10 +271,10 @@ class DPSGDObjective:
         return _subset_splits(self.dataset, self.data_dir, int(self.data_seed), float(self.val_fraction),
                               float(self.test_fraction), self.subset)
 
-    def __call__(self, params: dict[str, Any], run: Run) -> tuple[float | PrivateScore, TrainedModel]:
-        """Train with DP-SGD under ``run.plan`` and return ``(private validation accuracy, trained model)``.
+    def __call__(self, params: dict[str, Any], run: RunContext) -> tuple[float | PrivateScore, TrainedModel]:
+        """Train with DP-SGD under ``run.mechanism`` and return ``(private validation accuracy, trained model)``.
 
-        The accuracy is ``run.private_score(correct)`` when the plan privatises the score, the exact accuracy
+        The accuracy is ``run.private_score(correct)`` when the mechanism privatises the score, the exact accuracy
         when it does not (public validation data).
 
         Training runs with torch limited to :func:`~dphypo._threads.torch_threads` (one intra-op thread unless
@@ -283,20 +282,22 @@ class DPSGDObjective:
 
         Raises:
             DataFailure: The loss or the parameters became non-finite (the run diverged).
-            ValueError: Missing/unknown/invalid hyperparameters, or a plan whose sizes do not match the splits.
+            ValueError: Missing/unknown/invalid hyperparameters, or a mechanism whose sizes do not match the splits.
         """
         with torch_threads():
             return self._train_and_score(params, run)
 
-    def _train_and_score(self, params: dict[str, Any], run: Run) -> tuple[float | PrivateScore, TrainedModel]:
+    def _train_and_score(self, params: dict[str, Any], run: RunContext) -> tuple[float | PrivateScore, TrainedModel]:
         lr, clip = _hyperparameters(params)
-        if self.plan is not None and run.plan != self.plan:
-            raise ValueError("run.plan must be the objective's plan: pass the same DPSGDPlan to the Tuner (plan=)")
-        plan = run.plan
-        if not isinstance(plan, DPSGDPlan):
-            raise ValueError("the run has no DPSGDPlan: pass plan= to the Tuner (dphypo.tune does it for you)")
+        if self.mechanism is not None and run.mechanism != self.mechanism:
+            raise ValueError("run.mechanism must be the objective's mechanism: pass the same DPSGDMechanism to the "
+                             "Tuner (mechanism=)")
+        mechanism = run.mechanism
+        if not isinstance(mechanism, DPSGDMechanism) or not isinstance(run, DPSGDRun):
+            raise ValueError("the run has no DPSGDMechanism: pass mechanism= to the Tuner (dphypo.tune does it for "
+                             "you)")
         splits = self.training_splits()
-        self._check_sizes(splits, plan)
+        self._check_sizes(splits, mechanism)
         device = _resolve_device(self.device)
         model = make_model(str(self.model), num_classes=splits.num_classes,  # set in __post_init__
                            seed=run_stream_seed(run.seed, INIT_STREAM))
@@ -305,18 +306,19 @@ class DPSGDObjective:
         generator = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
         dataset = TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train))
         if self.subset is None:
-            loader = DataLoader(dataset, batch_size=plan.batch_size, generator=generator)
-        else:  # Opacus's rate is 1/len(loader): pin it to the plan's, independent of the realised subset size
-            loader = DataLoader(dataset, batch_sampler=_PlannedBatches(len(dataset), plan.batches_per_epoch),
+            loader = DataLoader(dataset, batch_size=mechanism.batch_size, generator=generator)
+        else:  # Opacus's rate is 1/len(loader): pin it to the mechanism's, independent of the realised subset size
+            loader = DataLoader(dataset, batch_sampler=_PlannedBatches(len(dataset), mechanism.batches_per_epoch),
                                 generator=generator)
         wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=clip)
-        _train(wrapped, optimizer, dp_loader, plan.epochs, device)
-        trained: nn.Module = getattr(wrapped, "_module", wrapped)  # Opacus's GradSampleModule wraps the model
+        _train(wrapped, optimizer, dp_loader, mechanism.epochs, device)
+        trained: nn.Module = run.to_standard_module(wrapped)  # the plain model inside Opacus's wrapper
         correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
         # The accounted Gaussian mechanism with noise from the run's secret stream (privacy rule 4); the exact
-        # accuracy only when the plan treats the validation data as public.
+        # accuracy only when the mechanism treats the validation data as public.
         score: float | PrivateScore = (
-            correct / (plan.n_val or len(splits.y_val)) if plan.score_noise is None else run.private_score(correct)
+            correct / (mechanism.n_val or len(splits.y_val)) if mechanism.score_noise is None
+            else run.private_score(correct)
         )
         artifact = TrainedModel(
             state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
@@ -331,22 +333,23 @@ class DPSGDObjective:
         )
         return score, artifact
 
-    def _check_sizes(self, splits: Splits, plan: DPSGDPlan) -> None:
+    def _check_sizes(self, splits: Splits, mechanism: DPSGDMechanism) -> None:
         sizes = (len(splits.y_train), len(splits.y_val))
         if self.subset is not None:
             full = self.splits()
             sizes = (self.subset.nominal_size(len(full.y_train)), self.subset.nominal_size(len(full.y_val)))
-            if plan.n_train != sizes[0] or (plan.n_val is not None and plan.n_val != sizes[1]):
+            if mechanism.n_train != sizes[0] or (mechanism.n_val is not None and mechanism.n_val != sizes[1]):
                 raise ValueError(
-                    f"plan.n_train/n_val must be the subset's nominal sizes {sizes}, got ({plan.n_train}, "
-                    f"{plan.n_val}): the realised subset sizes are random and must not set the sampling rate"
+                    f"mechanism.n_train/n_val must be the subset's nominal sizes {sizes}, got ({mechanism.n_train}, "
+                    f"{mechanism.n_val}): the realised subset sizes are random and must not set the sampling rate"
                 )
             return
-        n_val = sizes[1] if plan.n_val is None else plan.n_val
-        if sizes != (plan.n_train, n_val):
+        n_val = sizes[1] if mechanism.n_val is None else mechanism.n_val
+        if sizes != (mechanism.n_train, n_val):
             raise ValueError(
-                f"plan.n_train/n_val must be the split sizes {sizes}, got ({plan.n_train}, {plan.n_val}); "
-                "build the plan with DPSGDPlan.from_splits(objective.splits(), ...)"
+                f"mechanism.n_train/n_val must be the split sizes {sizes}, got "
+                f"({mechanism.n_train}, {mechanism.n_val}); "
+                "build the mechanism with DPSGDMechanism.from_splits(objective.splits(), ...)"
             )
 
 

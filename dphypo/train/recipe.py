@@ -1,7 +1,7 @@
-"""How every candidate of a search trains, before σ is known: a :class:`DPSGDPlan` without its noise multiplier.
+"""How every candidate of a search trains, before σ is known: a :class:`DPSGDMechanism` without its noise multiplier.
 
 :func:`dphypo.tune` calibrates σ so that the *whole search* meets its total ε, so the user gives everything else
-that fixes the per-run privacy (batch size, epochs, public set sizes, score noise) and the search builds the plan.
+that fixes the per-run privacy (batch size, epochs, public set sizes, score noise) and the search builds the mechanism.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dphypo.train.data import Splits
-    from dphypo.train.plan import DPSGDPlan
+    from dphypo.train.mechanism import DPSGDMechanism
 
 __all__ = ["DPSGD"]
 
@@ -34,8 +34,8 @@ class DPSGD:
     Example:
         >>> from dphypo.train import DPSGD
         >>> recipe = DPSGD(batch_size=64, epochs=2, n_train=1000, n_val=300, score_noise=5.0)
-        >>> plan = recipe.plan(sigma=1.5)
-        >>> plan.sigma, plan.batch_size, round(plan.sample_rate, 4)
+        >>> mechanism = recipe.mechanism(sigma=1.5)
+        >>> mechanism.sigma, mechanism.batch_size, round(mechanism.sample_rate, 4)
         (1.5, 64, 0.0625)
     """
 
@@ -47,7 +47,7 @@ class DPSGD:
     secure_mode: bool = False
 
     def __post_init__(self) -> None:
-        self.plan(1.0)  # one validation, the plan's: fail at construction, before any data is read
+        self.mechanism(1.0)  # one validation, the mechanism's: fail at construction, before any data is read
 
     @classmethod
     def from_splits(cls, splits: Splits, *, batch_size: int, epochs: int, score_noise: float | None = None,
@@ -56,8 +56,8 @@ class DPSGD:
         return cls(batch_size=batch_size, epochs=epochs, n_train=len(splits.y_train), n_val=len(splits.y_val),
                    score_noise=score_noise, secure_mode=secure_mode)
 
-    def plan(self, sigma: float) -> DPSGDPlan:
-        """The per-run plan at noise multiplier ``sigma``."""
-        from dphypo.train import DPSGDPlan
+    def mechanism(self, sigma: float) -> DPSGDMechanism:
+        """The per-run mechanism at noise multiplier ``sigma``."""
+        from dphypo.train import DPSGDMechanism
 
-        return DPSGDPlan(sigma=sigma, **{f.name: getattr(self, f.name) for f in fields(self)})
+        return DPSGDMechanism(sigma=sigma, **{f.name: getattr(self, f.name) for f in fields(self)})

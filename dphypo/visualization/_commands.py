@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from dphypo.privacy import PrivacyReport, RdpCurve, RunCountDistribution, SearchSpec, account
+from dphypo.privacy import PrivacyReport, RdpCurve, RepeatAndSelect, RunCountDistribution, account
 from dphypo.privacy.profiles import PrivacyProfile, ProfileSkipped
+from dphypo.privacy.validation import check_positive_int, is_integer
 from dphypo.simulation.synthetic import resolve_landscape
 from dphypo.strategies import Strategy
 from dphypo.visualization._accuracy import plot_accuracy_vs_T
@@ -80,7 +81,7 @@ def plot_accuracy_vs_T_simulated(
     names = [s.name for s in strategies]
     if not names or len(set(names)) != len(names):
         raise ValueError(f"strategies must be non-empty with distinct names, got {names}")
-    if not Ts or any(isinstance(T, bool) or not isinstance(T, int) or T < 1 for T in Ts):
+    if not Ts or not all(is_integer(T) and int(T) >= 1 for T in Ts):
         raise ValueError(f"Ts must be positive integers, got {list(Ts)!r}")
     land = resolve_landscape(landscape)
     results = [arm for T in sorted(set(Ts)) for arm in simulate(land, strategies, repeats=repeats, T=T, C=C,
@@ -181,26 +182,20 @@ def plot_density_run(
     Returns:
         The path written.
     """
-    from dphypo.search.tuner import SearchHistory, best_trial, run_loop
+    from dphypo.search.loop import best_trial
+    from dphypo.search.run import SearchRun, SearchStreams
+    from dphypo.search.tuner import SearchHistory
     from dphypo.strategies import GPUCB
 
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    check_positive_int("runs", runs)
     land = resolve_landscape(landscape)
     space = land.space
     noise, sampling, strategy_stream = (np.random.SeedSequence(seed, spawn_key=(k,)) for k in range(3))
-    trials, _, densities, events = run_loop(
-        land.objective(np.random.default_rng(noise)),
-        space,
-        (C, c),
-        strategy if strategy is not None else GPUCB(),
-        land.direction,  # type: ignore[arg-type]
-        runs,
-        sampling_rng=np.random.default_rng(sampling),
-        strategy_seed=int(strategy_stream.generate_state(1)[0]),
-        run_seed=lambda j: j,
-        record_densities=True,
-    )
+    streams = SearchStreams(np.random.default_rng(sampling), int(strategy_stream.generate_state(1)[0]), lambda j: j)
+    trace = SearchRun(land.objective(np.random.default_rng(noise)), space,
+                      strategy if strategy is not None else GPUCB(), land.direction,  # type: ignore[arg-type]
+                      (C, c), runs, streams, record_densities=True).run()
+    trials, densities, events = trace.trials, trace.densities, trace.events
     history = SearchHistory(runs, tuple(trials), best_trial(trials, land.direction),  # type: ignore[arg-type]
                             tuple(densities), tuple(events), seed)
     return save_figure(plot_density_snapshots(history, space, steps, C, c), out)
@@ -238,7 +233,7 @@ def epsilon_breakdown_reports(
     """
     if not bounds:
         raise ValueError("bounds must hold at least one (C, c) pair, got none")
-    return [(bounds_label(C, c), account(base, SearchSpec(run_count, C, c), delta, profile=profile))
+    return [(bounds_label(C, c), account(base, RepeatAndSelect(run_count, C, c), delta, profile=profile))
             for C, c in bounds]
 
 

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from dphypo.density import in_bounded_set
+from dphypo.privacy.validation import check_positive_int
 from dphypo.search.tuner import SearchHistory
 from dphypo.space import SearchSpace
 from dphypo.visualization._common import GridAxis, check_2d, format_grid_axis, grid_coordinates, new_figure
@@ -120,8 +121,7 @@ def density_snapshots_info(
     if not history.densities:
         raise ValueError("history has no recorded densities; run the search with record_densities=True "
                          "(e.g. Tuner(..., record_densities=True)) to plot them")
-    if isinstance(runs_per_update, bool) or not isinstance(runs_per_update, int) or runs_per_update < 1:
-        raise ValueError(f"runs_per_update must be a positive integer, got {runs_per_update!r}")
+    check_positive_int("runs_per_update", runs_per_update)
     count, runs = len(history.densities), len(history.trials)
     if math.ceil(runs / runs_per_update) != count:
         raise ValueError(f"runs_per_update={runs_per_update} does not match the history: {runs} runs would use "

@@ -378,3 +378,41 @@ def test_simulated_search_counts_add_up_to_the_progress_total() -> None:
     counts: list[int] = []
     run_study(config, executor="sequential", searches_done=counts.append)
     assert sum(counts) == study_searches(config) == 24 and all(n > 0 for n in counts)
+
+
+# -- parameter objects: each command collects its options into one frozen dataclass ---------------------------------
+def test_every_commands_parsed_options_mirror_its_parameters() -> None:
+    import dataclasses
+    import inspect
+
+    from dphypo.cli.plot import PlotArgs, plot_command
+    from dphypo.cli.search import tune_command
+    from dphypo.cli.simulate import SimulateArgs, simulate_command
+    from dphypo.cli.tune import TuneArgs
+
+    for parsed, command in ((TuneArgs, tune_command), (SimulateArgs, simulate_command), (PlotArgs, plot_command)):
+        assert [f.name for f in dataclasses.fields(parsed)] == list(inspect.signature(command).parameters)
+        assert parsed.__dataclass_params__.frozen
+
+
+def test_landscape_build_checks_one_spec_per_sigma_before_any_training(tmp_path) -> None:
+    import dataclasses
+
+    from dphypo.cli.search import LandscapeArgs, landscape_specs
+    from dphypo.train.models import default_model
+
+    pattern = str(tmp_path / "digits_sigma{sigma}.npz")
+    args = LandscapeArgs(dataset="digits", data_dir=None, model=None, lr_grid="0.3,1", clip_grid="0.5,1",
+                         sigmas=(1.0, 2.5), epochs=1, batch_size=32, seeds=2, score_noise=0.02, workers=1,
+                         out=pattern, force=False)
+    specs = landscape_specs(args)
+    assert [(spec.sigma, path) for spec, path in specs] == [
+        (1.0, str(tmp_path / "digits_sigma1.0.npz")), (2.5, str(tmp_path / "digits_sigma2.5.npz"))]
+    assert {(spec.model, spec.lr_grid, spec.clip_grid, spec.seeds) for spec, _ in specs} == {
+        (default_model("digits"), (0.3, 1.0), (0.5, 1.0), 2)}
+    assert list(tmp_path.iterdir()) == []  # checked, nothing written
+    (tmp_path / "digits_sigma2.5.npz").write_bytes(b"an earlier member")
+    with pytest.raises(ValueError, match=r"digits_sigma2\.5\.npz' already exists; pass --force"):
+        landscape_specs(args)
+    with pytest.raises(ValueError, match="--sigma values must be distinct"):
+        landscape_specs(dataclasses.replace(args, sigmas=(1.0, 1.0)))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dphypo.cli import run
-from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, gaussian_rdp, geometric
 from dphypo.search.storage import SQLiteJournal as Journal
 from dphypo.search.tuner import Tuner
 from dphypo.strategies import GPUCB
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _journaled_search(path) -> object:
-    privacy = PrivacyPlan(SearchSpec(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
     return Tuner(DyingObjective(str(path) + ".marker", -1), SPACE, privacy, strategy=GPUCB(), seed=5,
                  journal=path).run()
 

@@ -9,8 +9,8 @@ import pytest
 
 from dphypo.cli import run
 from dphypo.density import lower_bound_for_top_mass
-from dphypo.privacy import SearchSpec, account, geometric, make_run_count
-from dphypo.simulation.equal_epsilon import arm_calibration, metadata_plan
+from dphypo.privacy import RepeatAndSelect, account, geometric, make_run_count
+from dphypo.simulation.equal_epsilon import arm_calibration, metadata_mechanism
 from dphypo.simulation.family import load_family
 from dphypo.simulation.landscapes import load_landscape
 from dphypo.simulation.simulate import simulate
@@ -40,7 +40,7 @@ def test_table1_sweep_is_one_command(capsys) -> None:
     assert [c["setting"] for c in cells] == [f"γ={g:g}" for g in TABLE1_GAMMAS]
     for cell, gamma in zip(cells, TABLE1_GAMMAS, strict=True):
         assert f"gamma={gamma}" in cell["run_count"] and cell["T"] is None and cell["repeats"] == 5
-        assert cell["epsilon"] is None and "synthetic" in cell["epsilon_note"]  # no plan: no made-up ε
+        assert cell["epsilon"] is None and "synthetic" in cell["epsilon_note"]  # no mechanism: no made-up ε
         assert (cell["C"], cell["c"]) == (1.0, 1.0)
     assert payload["study"]["settings"][0]["runs"].startswith("geometric")
 
@@ -218,7 +218,7 @@ def test_landscape_build_family_then_equal_epsilon(tmp_path, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == [f"wrote {m}" for m in members]
     family = load_family(members)
-    assert family.sigmas == (0.6, 1.0) and family.plan_metadata["epochs"] == 1
+    assert family.sigmas == (0.6, 1.0) and family.mechanism_metadata["epochs"] == 1
     # E[T] = 5, one epoch: uniform needs σ 0.649, GP (C = 2, c = 0.75) 0.915, both inside [0.6, 1]
     payload = _json(capsys, f"simulate --landscape {members[0]} --landscape {members[1]} --epsilon 8 --strategy "
                             "uniform --strategy gp --runs geometric --gamma 0.2 --repeats 2 --workers 1 --json "
@@ -302,10 +302,10 @@ def test_top_set_at_equal_epsilon_on_the_digits_family(capsys) -> None:
     assert (gp["C"], gp["c"], top["C"], top["c"]) == (2.0, 0.75, 2.0, TOP_C)
     family = load_family(FAMILY)
     runs = make_run_count("geometric", mean=20.0)
-    plan = dataclasses.replace(metadata_plan(family.plan_metadata), sigma=top["sigma"])
-    expected = account(plan.rdp(), SearchSpec(runs, 2.0, TOP_C), 1e-5, adaptive_theorem="A").epsilon
+    mechanism = dataclasses.replace(metadata_mechanism(family.mechanism_metadata), sigma=top["sigma"])
+    expected = account(mechanism.rdp(), RepeatAndSelect(runs, 2.0, TOP_C), 1e-5, adaptive_theorem="A").epsilon
     assert top["epsilon"] == pytest.approx(expected, abs=1e-9) and 8.0 - 2e-3 <= top["epsilon"] <= 8.0
-    assert top["sigma"] == arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, family.plan_metadata,
+    assert top["sigma"] == arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, family.mechanism_metadata,
                                            adaptive_theorem="A").sigma
     assert top["sigma"] == pytest.approx(1.5678, abs=2e-4) and top["sigma"] < gp["sigma"]  # derived c: less noise
 
@@ -345,3 +345,41 @@ def test_equal_epsilon_accounts_with_theorem_b_by_default(capsys) -> None:
     # B at C = c = 1 is a tighter uniform RDP bound than Papernot-Steinke's, and B beats A for C > c: less noise
     assert uniform["sigma"] == pytest.approx(1.0888, abs=2e-4) and gp["sigma"] == pytest.approx(1.3947, abs=2e-4)
     assert all(8.0 - 2e-3 <= cell["epsilon"] <= 8.0 for cell in (uniform, gp))
+
+
+def _simulate_args(**changes: object):
+    """``dphypo simulate``'s options at their defaults (read from the command), with ``changes``."""
+    import inspect
+
+    from dphypo.cli.simulate import SimulateArgs, simulate_command
+
+    defaults = {name: p.default for name, p in inspect.signature(simulate_command).parameters.items()}
+    return SimulateArgs(**{**defaults, **changes})
+
+
+def test_simulate_builds_the_study_config_its_options_describe() -> None:
+    from dphypo.cli.simulate import build_study
+
+    args = _simulate_args(landscape=["synthetic:smooth"], strategy=["uniform", "gp"], runs="geometric",
+                          gamma=[0.1, 0.2], bounds=["1.5:0.6667"], repeats=8, seed=4, tau=0.2, workers=1)
+    study = build_study(args)
+    config = study.config
+    assert (config.name, config.repeats, config.seed, config.delta, config.engine, config.epsilon) == (
+        "black-box", 8, 4, 1e-5, "batched", None)
+    assert [arm.label for arm in config.arms] == ["uniform", "gp"]
+    assert config.arms[1].strategy.tau == 0.2 and config.arms[1].landscape_name == "synthetic:smooth"
+    assert [setting.label for setting in config.settings] == ["γ=0.1", "γ=0.2"]
+    assert {(s.C, s.c) for s in config.settings} == {(1.5, 0.6667)}
+    assert study.pairs == [(1.5, 0.6667)] and study.family is None and study.landscapes is None
+
+
+def test_simulate_refuses_bad_options_before_reading_a_landscape(tmp_path) -> None:
+    from dphypo.cli.simulate import build_study
+
+    missing = str(tmp_path / "missing.npz")
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
+        build_study(_simulate_args(landscape=[missing], strategy=["uniform"], fixed_T="5", seed=-1))
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        build_study(_simulate_args(landscape=[missing], strategy=["uniform", "bayes"], fixed_T="5"))
+    with pytest.raises(ValueError, match=r"missing\.npz"):  # the options are fine: now the file is read
+        build_study(_simulate_args(landscape=[missing], strategy=["uniform"], fixed_T="5"))

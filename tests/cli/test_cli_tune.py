@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 
 import pytest
 
 from dphypo.cli import run
+from dphypo.cli.search import tune_command
+from dphypo.cli.tune import TuneArgs, search_options
+from dphypo.search.execution import Executor, make_executor
+from dphypo.search.options import SearchOptions
 from dphypo.train import load_dataset
 
 TINY = (
@@ -146,6 +151,7 @@ def test_a_finished_journaled_search_may_rewrite_its_own_release(tmp_path, capsy
         (["--runs", "binomial"], "binomial is for `dphypo account`"),
         (["--secure-mode"], "secure_mode needs Opacus's CSPRNG package torchcsprng"),
         (["--strategy", "uniform", "--C", "2"], "--strategy uniform never adapts"),
+        (["--tune-fraction", "0.25", "--variant", "3"], "--variant must be 1 or 2, got 3"),
     ],
 )
 def test_bad_tune_options_fail_in_one_line_before_any_data(tmp_path, capsys, monkeypatch, extra, message) -> None:
@@ -180,3 +186,60 @@ def test_piped_release_tables_are_not_cut(tmp_path, capsys) -> None:
     assert run([*TINY, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert str(out / "released_model.pt") in text and "…" not in text
+
+
+# -- the parameter objects: the flags become one TuneArgs, and the search one SearchOptions --------------------------
+class _Stop(Exception):
+    """Raised by a stand-in for the search once it has seen its arguments (nothing is trained)."""
+
+
+def _recording(seen: dict) -> object:
+    def search(objective, space, training, **kwargs):
+        seen.update(kwargs)
+        raise _Stop
+
+    return search
+
+
+def test_tune_hands_the_search_one_search_options_built_from_its_flags(tmp_path, monkeypatch) -> None:
+    seen: dict = {}
+    monkeypatch.setattr("dphypo.api.tune", _recording(seen))
+    journal = tmp_path / "j.db"
+    with pytest.raises(_Stop):
+        run([*TINY, "--out", str(tmp_path / "o"), "--journal", str(journal), "--runs-per-update", "2"])
+    options = seen.pop("options")
+    assert isinstance(options, SearchOptions)
+    assert (options.direction, options.seed, options.journal, options.runs_per_update) == (
+        "maximize", 3, str(journal), 2)
+    assert isinstance(options.executor, Executor) and callable(options.progress)
+    # the search options travel in that one object only; the rest are the accounting's own arguments
+    assert set(seen) == {"epsilon", "sigma", "delta", "runs", "strategy", "max_lost"}
+    assert (seen["epsilon"], seen["sigma"], seen["delta"], seen["max_lost"]) == (8.0, None, 1e-5, 0)
+
+
+def test_subsampled_tune_gets_the_same_kind_of_options_without_a_journal(tmp_path, monkeypatch) -> None:
+    seen: dict = {}
+    monkeypatch.setattr("dphypo.api.tune_subsampled", _recording(seen))
+    with pytest.raises(_Stop):
+        run([*SUBSAMPLED, "--variant", "2", "--out", str(tmp_path / "o")])
+    options = seen["options"]
+    assert (options.seed, options.journal, options.runs_per_update) == (3, None, None)
+    assert (seen["fraction"], seen["variant"]) == (0.25, 2)
+
+
+def _tune_args(**changes: object) -> TuneArgs:
+    """``dphypo tune``'s options at their defaults (read from the command), with ``changes``."""
+    defaults = {name: p.default for name, p in inspect.signature(tune_command).parameters.items()}
+    return TuneArgs(**{**defaults, **changes})
+
+
+def test_search_options_takes_the_secret_seed_the_journal_and_the_batching() -> None:
+    def progress(done: int) -> None:
+        pass
+
+    with make_executor("sequential") as pool:
+        options = search_options(_tune_args(seed=5, journal="j.db", runs_per_update=3), executor=pool,
+                                 progress=progress)
+        assert options == SearchOptions("maximize", 5, pool, "j.db", 3, progress)
+        assert search_options(_tune_args(), executor=pool, progress=progress) == SearchOptions(
+            executor=pool, progress=progress)  # no --seed: fresh OS entropy, drawn by the search

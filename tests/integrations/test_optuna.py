@@ -142,7 +142,7 @@ def test_a_suggestion_outside_the_space_stops_the_search_without_a_release(tmp_p
 
 
 def _trial(params: dict, space: SearchSpace = SPACE) -> tuple[PrivateFixedTrial, Run]:
-    run = Run(number=7, seed=1, privacy=None, grid_index=space.index(params))
+    run = Run(number=7, seed=1, privacy=None, grid_index=space.index(params)).open()
     return PrivateFixedTrial(params, run, space), run
 
 

@@ -12,8 +12,8 @@ import dphypo.privacy
 from dphypo.privacy import (
     DEFAULT_ORDERS,
     Poisson,
-    PrivacyPlan,
-    SearchSpec,
+    PrivacyAccounting,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     account,
     account_pure,
@@ -44,14 +44,14 @@ THEOREM_B_MNIST, THEOREM_B_MNIST_UNIFORM = 9.2746, 6.4963
 
 
 def test_breakdown_parts_match_independent_computations() -> None:
-    report = account(dpsgd_rdp(0.71, Q, 2344), SearchSpec(geometric(0.01), 2.0, 0.75), 1e-5)
+    report = account(dpsgd_rdp(0.71, Q, 2344), RepeatAndSelect(geometric(0.01), 2.0, 0.75), 1e-5)
     one_run = _oracle_epsilon(None)
     uniform = _oracle_epsilon(1.0)  # geometric T = TNB with shape 1
     assert one_run == pytest.approx(3.433278, abs=1e-5) and uniform == pytest.approx(7.952158, abs=1e-5)
     assert report.base_epsilon == pytest.approx(one_run, rel=1e-9)
     # The uniform search's Papernot-Steinke route is dp_accounting's RepeatAndSelect exactly; Theorem B at
     # C = c = 1 is smaller and is the uniform ε of the breakdown.
-    plain = account(dpsgd_rdp(0.71, Q, 2344), SearchSpec(geometric(0.01)), 1e-5)
+    plain = account(dpsgd_rdp(0.71, Q, 2344), RepeatAndSelect(geometric(0.01)), 1e-5)
     assert plain.methods["rdp"] == pytest.approx(uniform, rel=1e-9)
     assert plain.method == "rdp-theorem-b" and plain.epsilon == pytest.approx(THEOREM_B_MNIST_UNIFORM, abs=1e-3)
     assert plain.adaptivity_epsilon == 0.0 and plain.epsilon < uniform
@@ -68,14 +68,14 @@ def test_breakdown_parts_match_independent_computations() -> None:
     assert d["expected_runs"] == pytest.approx(100.0)
     assert d["order"] > 1 and math.isnan(report.order_hat)  # Theorem B has no single α̂
     # Naming Theorem A reproduces the accounting before Theorem B was the default, breakdown included.
-    legacy = account(dpsgd_rdp(0.71, Q, 2344), SearchSpec(geometric(0.01), 2.0, 0.75), 1e-5, adaptive_theorem="A")
+    legacy = account(dpsgd_rdp(0.71, Q, 2344), RepeatAndSelect(geometric(0.01), 2.0, 0.75), 1e-5, adaptive_theorem="A")
     assert legacy.epsilon == pytest.approx(10.928736, abs=1e-5) and legacy.to_dict()["order_hat"] >= 1
     assert legacy.repetition_epsilon == pytest.approx(uniform - one_run, rel=1e-9)
     assert legacy.adaptivity_epsilon == pytest.approx(10.928736 - uniform, abs=1e-5)
 
 
 def test_pure_accounting() -> None:
-    search = SearchSpec(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)
+    search = RepeatAndSelect(TruncatedNegativeBinomial(0.5, 0.05), 1.5, 0.8)
     report = account_pure(1.0, search)
     # Theorem A-infinity (docs/proofs/adaptive.md): ε + log(C/c) + (1+θ) log((γ + (1−γ)C)/(γ + (1−γ)c e^(−ε)))
     expected = 1.0 + math.log(1.5 / 0.8) + 1.5 * math.log((0.05 + 0.95 * 1.5) / (0.05 + 0.95 * 0.8 * math.exp(-1.0)))
@@ -89,20 +89,20 @@ def test_pure_accounting() -> None:
     uniform = account_pure(1.0, search.uniform())
     assert uniform.epsilon == 2.5 and uniform.method == "pure-dp"  # Papernot-Steinke Corollary 3, unchanged
     with pytest.raises(ValueError, match="Poisson"):
-        account_pure(1.0, SearchSpec(Poisson(5.0)))
+        account_pure(1.0, RepeatAndSelect(Poisson(5.0)))
 
 
 def test_privacy_config_is_the_single_source() -> None:
-    search = SearchSpec(geometric(0.1), 1.5, 0.8)
-    config = PrivacyPlan(search, gaussian_rdp(5.0), 1e-6)
+    search = RepeatAndSelect(geometric(0.1), 1.5, 0.8)
+    config = PrivacyAccounting(search, gaussian_rdp(5.0), 1e-6)
     assert config.account().epsilon == account(gaussian_rdp(5.0), search, 1e-6).epsilon
     assert config.account().search is search
     with pytest.raises(ValueError, match="delta"):
-        PrivacyPlan(search, gaussian_rdp(5.0), 0.0)
+        PrivacyAccounting(search, gaussian_rdp(5.0), 0.0)
 
 
 def test_adaptive_default_is_theorem_b_and_theorem_a_and_published_theorem1_are_opt_in() -> None:
-    base, search = dpsgd_rdp(0.71, Q, 2344), SearchSpec(geometric(0.01), 2.0, 0.75)
+    base, search = dpsgd_rdp(0.71, Q, 2344), RepeatAndSelect(geometric(0.01), 2.0, 0.75)
     report = account(base, search, 1e-5)
     assert report.epsilon == pytest.approx(THEOREM_B_MNIST, abs=1e-3)
     assert report.method == "rdp-theorem-b" and set(report.methods) == {"rdp-theorem-b"}
@@ -118,12 +118,12 @@ def test_adaptive_default_is_theorem_b_and_theorem_a_and_published_theorem1_are_
     assert published.epsilon == pytest.approx(11.150587, abs=1e-5)
     assert published.method == "rdp-published-thm1"
     assert published.theorem == "DP-HyPO Theorem 1 (published; proof has a known gap; implied by Theorem A)"
-    assert PrivacyPlan(search, base, 1e-5, adaptive_theorem="published").account().epsilon == published.epsilon
-    assert PrivacyPlan(search, base, 1e-5, adaptive_theorem="A").account().epsilon == closed_form.epsilon
-    assert PrivacyPlan(search, base, 1e-5).account().epsilon == report.epsilon
+    assert PrivacyAccounting(search, base, 1e-5, adaptive_theorem="published").account().epsilon == published.epsilon
+    assert PrivacyAccounting(search, base, 1e-5, adaptive_theorem="A").account().epsilon == closed_form.epsilon
+    assert PrivacyAccounting(search, base, 1e-5).account().epsilon == report.epsilon
     # A uniform search lists Papernot-Steinke Theorem 2 (as before) and Theorem B at C = c = 1; naming Theorem A or
     # the published theorem reproduces the accounting before Theorem B was the default (Papernot-Steinke alone).
-    uniform = SearchSpec(geometric(0.01))
+    uniform = RepeatAndSelect(geometric(0.01))
     plain = account(base, uniform, 1e-5)
     assert set(plain.methods) == {"rdp", "rdp-theorem-b"} and plain.method == "rdp-theorem-b"
     assert plain.methods["rdp"] == pytest.approx(7.952158, abs=1e-5)
@@ -135,11 +135,11 @@ def test_adaptive_default_is_theorem_b_and_theorem_a_and_published_theorem1_are_
     with pytest.raises(ValueError, match="adaptive_theorem must be one of"):
         account(base, search, 1e-5, adaptive_theorem="Theorem 1")
     with pytest.raises(ValueError, match="adaptive_theorem must be one of"):
-        PrivacyPlan(search, base, 1e-5, adaptive_theorem="paper")
+        PrivacyAccounting(search, base, 1e-5, adaptive_theorem="paper")
 
 
 def test_renamed_classes_name_their_replacement() -> None:
-    for old, new in (("SearchPrivacy", "SearchSpec"), ("PrivacyConfig", "PrivacyPlan")):
+    for old, new in (("PrivacyPlan", "PrivacyAccounting"), ("SearchSpec", "RepeatAndSelect")):
         with pytest.raises(AttributeError, match=rf"^dphypo\.privacy\.{old} was renamed to dphypo\.privacy\.{new}$"):
             getattr(dphypo.privacy, old)
         assert not hasattr(dphypo.privacy, old)

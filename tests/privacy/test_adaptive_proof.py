@@ -506,9 +506,9 @@ def test_theorem_b_holds_on_random_and_hill_climbed_instances() -> None:
 
 
 def test_theorem_b_is_the_default_in_the_accountant() -> None:
-    from dphypo.privacy import SearchSpec, account, dpsgd_rdp
+    from dphypo.privacy import RepeatAndSelect, account, dpsgd_rdp
 
-    base, search = dpsgd_rdp(0.71, 256 / 60000, 2344), SearchSpec(geometric(0.01), 2.0, 0.75)
+    base, search = dpsgd_rdp(0.71, 256 / 60000, 2344), RepeatAndSelect(geometric(0.01), 2.0, 0.75)
     report = account(base, search, 1e-5)
     assert report.method == "rdp-theorem-b" and set(report.methods) == {"rdp-theorem-b"}
     assert report.theorem == "Theorem B (docs/proofs/adaptive.md; replaces DP-HyPO Theorem 1)"

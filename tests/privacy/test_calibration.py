@@ -7,7 +7,7 @@ import pytest
 from dphypo.privacy import (
     CalibrationError,
     Poisson,
-    SearchSpec,
+    RepeatAndSelect,
     account,
     calibrate_dpsgd_sigma,
     calibrate_sigma,
@@ -22,9 +22,9 @@ Q = 256 / 60000
 
 @pytest.mark.parametrize(
     "search",
-    [SearchSpec(geometric(0.01), 2.0, 0.75), SearchSpec(geometric(0.01)), SearchSpec(Poisson(10.0))],
+    [RepeatAndSelect(geometric(0.01), 2.0, 0.75), RepeatAndSelect(geometric(0.01)), RepeatAndSelect(Poisson(10.0))],
 )
-def test_calibration_is_conservative_and_tight(search: SearchSpec) -> None:
+def test_calibration_is_conservative_and_tight(search: RepeatAndSelect) -> None:
     target = 8.0
     result = calibrate_dpsgd_sigma(target, 1e-5, Q, 2344, search, rtol=1e-4)
     assert result.report.epsilon <= target
@@ -51,18 +51,18 @@ def test_calibration_is_conservative_and_tight(search: SearchSpec) -> None:
 
 
 def test_adaptive_search_needs_more_noise_for_the_same_budget() -> None:
-    gp = calibrate_dpsgd_sigma(8.0, 1e-5, Q, 2344, SearchSpec(geometric(0.01), 2.0, 0.75))
-    uniform = calibrate_dpsgd_sigma(8.0, 1e-5, Q, 2344, SearchSpec(geometric(0.01)))
+    gp = calibrate_dpsgd_sigma(8.0, 1e-5, Q, 2344, RepeatAndSelect(geometric(0.01), 2.0, 0.75))
+    uniform = calibrate_dpsgd_sigma(8.0, 1e-5, Q, 2344, RepeatAndSelect(geometric(0.01)))
     assert gp.sigma > uniform.sigma
 
 
 def test_unreachable_target_is_refused() -> None:
     with pytest.raises(CalibrationError, match="unreachable"):
-        calibrate_dpsgd_sigma(0.5, 1e-5, Q, 2344, SearchSpec(geometric(0.01), 2.0, 0.75))
+        calibrate_dpsgd_sigma(0.5, 1e-5, Q, 2344, RepeatAndSelect(geometric(0.01), 2.0, 0.75))
 
 
 def test_calibration_validation() -> None:
-    search = SearchSpec(geometric(0.1))
+    search = RepeatAndSelect(geometric(0.1))
     with pytest.raises(ValueError, match="epsilon"):
         calibrate_dpsgd_sigma(-1.0, 1e-5, Q, 100, search)
     with pytest.raises(ValueError, match="sample_rate"):
@@ -71,13 +71,13 @@ def test_calibration_validation() -> None:
 
 def test_a_sigma_independent_part_that_exceeds_the_target_is_reported_as_such() -> None:
     # The per-run curve = DP-SGD(σ) + a fixed Gaussian score release that alone costs more than the target.
-    search = SearchSpec(geometric(0.1))
+    search = RepeatAndSelect(geometric(0.1))
     with pytest.raises(CalibrationError, match="does not shrink with sigma"):
         calibrate_sigma(1.0, 1e-5, search, lambda s: dpsgd_rdp(s, Q, 100) + gaussian_rdp(0.5))
 
 
 def test_calibration_uses_theorem_b_for_an_adaptive_search() -> None:
-    search = SearchSpec(geometric(0.01), 2.0, 0.75)
+    search = RepeatAndSelect(geometric(0.01), 2.0, 0.75)
     result = calibrate_dpsgd_sigma(8.0, 1e-5, Q, 2344, search)
     assert result.report.method == "rdp-theorem-b"
     # computed: Theorem B needs σ = 0.7658; Theorem A (opt-in) 0.8506; published Theorem 1 0.8606

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
 
-from dphypo.privacy import SearchSpec, account, dpsgd_rdp, geometric
+from dphypo.privacy import RepeatAndSelect, account, dpsgd_rdp, geometric
 from dphypo.privacy.calibration import calibrate_dpsgd_sigma
 from dphypo.privacy.profiles import (
     DEFAULT_DISCRETIZATION,
@@ -97,7 +97,7 @@ def test_invalid_arguments_still_raise_plain_value_errors() -> None:
 
 def test_account_falls_back_to_rdp_and_names_the_reason() -> None:
     base = dpsgd_rdp(1e-3, ISSUE_Q, 2344)
-    search = SearchSpec(geometric(0.01))
+    search = RepeatAndSelect(geometric(0.01))
     report = account(base, search, 1e-5, profile=dpsgd_profile_or_skip(1e-3, ISSUE_Q, 2344))
     # RDP only: Papernot-Steinke Theorem 2 and Theorem B at C = c = 1 (equal here, the printed form is reported)
     assert report.method == "rdp" and set(report.methods) == {"rdp", "rdp-theorem-b"}
@@ -112,7 +112,7 @@ def test_account_falls_back_to_rdp_and_names_the_reason() -> None:
 
 def test_binomial_search_without_a_profile_is_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match=r"binomial T has no RDP theorem.*grid points"):
-        account(dpsgd_rdp(1e-3, ISSUE_Q, 2344), SearchSpec(Binomial(20, 0.5)), 1e-5,
+        account(dpsgd_rdp(1e-3, ISSUE_Q, 2344), RepeatAndSelect(Binomial(20, 0.5)), 1e-5,
                 profile=dpsgd_profile_or_skip(1e-3, ISSUE_Q, 2344))
 
 
@@ -130,7 +130,7 @@ def test_pld_epsilon_matches_dp_accountings_inversion() -> None:
 
 
 def test_rdp_path_handles_tiny_sigma_and_huge_steps() -> None:
-    search = SearchSpec(geometric(0.01))
+    search = RepeatAndSelect(geometric(0.01))
     for sigma, steps in ((MIN_DPSGD_SIGMA, 2344), (1e-6, 2344), (1.0, 10**12)):
         report = account(dpsgd_rdp(sigma, ISSUE_Q, steps), search, 1e-5)
         assert math.isfinite(report.epsilon) and report.epsilon > 1e6
@@ -140,7 +140,7 @@ def test_rdp_path_handles_tiny_sigma_and_huge_steps() -> None:
 
 def test_calibration_with_a_huge_budget_finishes_and_meets_it() -> None:
     started = time.perf_counter()
-    result = calibrate_dpsgd_sigma(1e6, 1e-5, ISSUE_Q, 2344, SearchSpec(geometric(0.01)))
+    result = calibrate_dpsgd_sigma(1e6, 1e-5, ISSUE_Q, 2344, RepeatAndSelect(geometric(0.01)))
     assert time.perf_counter() - started < 60.0
     assert result.report.epsilon <= 1e6
 
@@ -158,12 +158,12 @@ def test_cli_account_on_extreme_inputs_is_fast_and_reports_rdp(sigma: str) -> No
 
 
 def test_a_run_profile_with_a_capped_training_pld_still_composes_the_score_release() -> None:
-    from dphypo.train.plan import DPSGDPlan
+    from dphypo.train.mechanism import DPSGDMechanism
 
     # One step's PLD at σ = 0.05 needs 3.9e5 points at 1e-3 (> the per-step cap): the training grid is coarsened
     # and the score's Gaussian PLD must be built on the same grid to compose.
-    plan = DPSGDPlan(sigma=0.05, batch_size=64, epochs=1, n_train=640, n_val=300, score_noise=6.0)
+    plan = DPSGDMechanism(sigma=0.05, batch_size=64, epochs=1, n_train=640, n_val=300, score_noise=6.0)
     profile = plan.profile(1e-3)
     assert profile.discretization > 1e-3
-    assert profile.mechanism == plan.rdp().mechanism
+    assert profile.event == plan.rdp().event is not None
     assert profile.epsilon(1e-5) > dpsgd_profile(0.05, plan.sample_rate, plan.steps).epsilon(1e-5)

@@ -16,7 +16,7 @@ import pytest
 from dphypo.privacy import (
     AdaptivePoissonError,
     Poisson,
-    SearchSpec,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     account,
     dpsgd_rdp,
@@ -61,7 +61,7 @@ GAUSS4 = GaussianProfile(4.0)
 def test_tnb_bound_reproduces_fig3_numbers(
     m: float, eps: float, base: float, overhead: float, eps1: float
 ) -> None:
-    b = tnb_profile_bound(GAUSS4, SearchSpec(geometric(1.0 / m)), 1e-6)
+    b = tnb_profile_bound(GAUSS4, RepeatAndSelect(geometric(1.0 / m)), 1e-6)
     assert b.epsilon == pytest.approx(eps, abs=1.5e-3)
     assert b.base_epsilon == pytest.approx(base, abs=1e-3)
     assert b.overhead == pytest.approx(overhead, abs=1e-3)
@@ -86,7 +86,7 @@ def test_tnb_bound_reproduces_fig3_numbers(
     ],
 )
 def test_binomial_bound_reproduces_fig4_numbers(n: int, delta: float, eps: float) -> None:
-    b = binomial_profile_bound(GAUSS4, SearchSpec(Binomial.from_mean(n, 10.0)), delta)
+    b = binomial_profile_bound(GAUSS4, RepeatAndSelect(Binomial.from_mean(n, 10.0)), delta)
     assert eps - 3e-3 <= b.epsilon <= eps + 5e-4
 
 
@@ -94,7 +94,7 @@ def test_binomial_bound_reproduces_fig4_numbers(n: int, delta: float, eps: float
     ("delta", "hs", "rdp_exact"), [(1e-5, 2.056, 1.900), (1e-6, 2.177, 2.039), (1e-8, 2.390, 2.278)]
 )
 def test_poisson_bounds_reproduce_fig4_numbers(delta: float, hs: float, rdp_exact: float) -> None:
-    search = SearchSpec(Poisson(10.0))
+    search = RepeatAndSelect(Poisson(10.0))
     assert poisson_profile_bound(GAUSS4, search, delta).epsilon == pytest.approx(hs, abs=1.5e-3)
     # P&S Theorem 6 with the exact Gaussian δ̂ beats the HS Poisson bound here (notes' caveat, §5.4).
     got = poisson_rdp_with_profile_bound(gaussian_rdp(4.0), GAUSS4, search, delta).epsilon
@@ -113,10 +113,10 @@ def test_poisson_bounds_reproduce_fig4_numbers(delta: float, hs: float, rdp_exac
 )
 def test_dpsgd_fig6_numbers(delta: float, m: int, geom_hs: float, poisson_hs: float) -> None:
     profile = dpsgd_profile(1.1, MNIST_Q, 14063)
-    assert tnb_profile_bound(profile, SearchSpec(geometric(1.0 / m)), delta).epsilon == pytest.approx(
+    assert tnb_profile_bound(profile, RepeatAndSelect(geometric(1.0 / m)), delta).epsilon == pytest.approx(
         geom_hs, abs=2e-3
     )
-    assert poisson_profile_bound(profile, SearchSpec(Poisson(float(m))), delta).epsilon == pytest.approx(
+    assert poisson_profile_bound(profile, RepeatAndSelect(Poisson(float(m))), delta).epsilon == pytest.approx(
         poisson_hs, abs=2e-3
     )
 
@@ -124,7 +124,7 @@ def test_dpsgd_fig6_numbers(delta: float, m: int, geom_hs: float, poisson_hs: fl
 @pytest.mark.parametrize(("m", "eps"), [(2, 1.140), (10, 1.834), (100, 2.421), (1e4, 3.272)])
 def test_dpsgd_fig7_numbers(m: float, eps: float) -> None:
     profile = dpsgd_profile(21.1, 16384 / 50000, 250)  # De et al. 2022 setting, δ = 1e-5 (notes §5.5)
-    assert tnb_profile_bound(profile, SearchSpec(geometric(1.0 / m)), 1e-5).epsilon == pytest.approx(
+    assert tnb_profile_bound(profile, RepeatAndSelect(geometric(1.0 / m)), 1e-5).epsilon == pytest.approx(
         eps, abs=2e-3
     )
 
@@ -133,28 +133,28 @@ def test_dpsgd_fig7_numbers(m: float, eps: float) -> None:
 # ------------------------------------------------------------------------------
 def test_poisson_optimum_is_at_zero_and_equals_m_times_tv() -> None:
     for profile in (GAUSS4, dpsgd_profile(1.1, MNIST_Q, 14063)):
-        b = poisson_profile_bound(profile, SearchSpec(Poisson(7.0)), 1e-5)
+        b = poisson_profile_bound(profile, RepeatAndSelect(Poisson(7.0)), 1e-5)
         assert b.epsilon1 == 0.0
         assert b.overhead == pytest.approx(7.0 * profile.total_variation(), rel=1e-12)
 
 
 def test_binomial_optimum_is_the_admissibility_threshold() -> None:
     rc = Binomial(20, 0.5)
-    b = binomial_profile_bound(GAUSS4, SearchSpec(rc), 1e-6)
+    b = binomial_profile_bound(GAUSS4, RepeatAndSelect(rc), 1e-6)
     slack = math.expm1(b.epsilon1) - rc.p / (1 - rc.p) * float(GAUSS4.delta(b.epsilon1))
     assert 0.0 <= slack < 1e-9  # admissible, and just so
 
 
 def test_binomial_approaches_poisson_and_tightens_with_n() -> None:
-    poisson = poisson_profile_bound(GAUSS4, SearchSpec(Poisson(10.0)), 1e-6).epsilon
+    poisson = poisson_profile_bound(GAUSS4, RepeatAndSelect(Poisson(10.0)), 1e-6).epsilon
     eps = [
-        binomial_profile_bound(GAUSS4, SearchSpec(Binomial.from_mean(n, 10.0)), 1e-6).epsilon
+        binomial_profile_bound(GAUSS4, RepeatAndSelect(Binomial.from_mean(n, 10.0)), 1e-6).epsilon
         for n in (11, 20, 100, 10_000)
     ]
     assert all(a > b for a, b in itertools.pairwise(eps))
     assert eps[-1] == pytest.approx(poisson, abs=1e-3)
     # n = 1: T ∈ {0, 1}, no selection overhead.
-    one = binomial_profile_bound(GAUSS4, SearchSpec(Binomial(1, 0.5)), 1e-6)
+    one = binomial_profile_bound(GAUSS4, RepeatAndSelect(Binomial(1, 0.5)), 1e-6)
     assert one.overhead == 0.0 and one.epsilon == pytest.approx(GAUSS4.epsilon(2e-6))
 
 
@@ -165,7 +165,7 @@ def test_selection_delta_inverts_the_epsilon_bound() -> None:
         Poisson(4.0),
         Binomial(12, 0.4),
     ):
-        search = SearchSpec(rc)
+        search = RepeatAndSelect(rc)
         bound = {
             TruncatedNegativeBinomial: tnb_profile_bound,
             Poisson: poisson_profile_bound,
@@ -176,10 +176,10 @@ def test_selection_delta_inverts_the_epsilon_bound() -> None:
 
 
 def test_tnb_bound_grows_with_mean_and_shape() -> None:
-    eps_m = [tnb_profile_bound(GAUSS4, SearchSpec(geometric(1.0 / m)), 1e-6).epsilon for m in (2, 10, 100)]
+    eps_m = [tnb_profile_bound(GAUSS4, RepeatAndSelect(geometric(1.0 / m)), 1e-6).epsilon for m in (2, 10, 100)]
     assert eps_m[0] < eps_m[1] < eps_m[2]
     eps_theta = [
-        tnb_profile_bound(GAUSS4, SearchSpec(TruncatedNegativeBinomial.from_mean(t, 10.0)), 1e-6).epsilon
+        tnb_profile_bound(GAUSS4, RepeatAndSelect(TruncatedNegativeBinomial.from_mean(t, 10.0)), 1e-6).epsilon
         for t in (-0.5, 0.0, 1.0, 2.0)
     ]
     assert all(a < b for a, b in itertools.pairwise(eps_theta))
@@ -241,13 +241,13 @@ def _random_instance(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return (p * prior[:, None]).T.ravel(), (pp * prior[:, None]).T.ravel()
 
 
-def _random_search(rng: np.random.Generator, family: str) -> SearchSpec:
+def _random_search(rng: np.random.Generator, family: str) -> RepeatAndSelect:
     if family == "tnb":
         theta = float(rng.choice([-0.5, 0.0, 1.0, 2.0]))
-        return SearchSpec(TruncatedNegativeBinomial.from_mean(theta, float(np.exp(rng.uniform(0.4, 4.0)))))
+        return RepeatAndSelect(TruncatedNegativeBinomial.from_mean(theta, float(np.exp(rng.uniform(0.4, 4.0)))))
     if family == "poisson":
-        return SearchSpec(Poisson(float(np.exp(rng.uniform(0.0, 3.4)))))
-    return SearchSpec(Binomial(int(rng.integers(1, 40)), float(rng.uniform(0.02, 0.98))))
+        return RepeatAndSelect(Poisson(float(np.exp(rng.uniform(0.0, 3.4)))))
+    return RepeatAndSelect(Binomial(int(rng.integers(1, 40)), float(rng.uniform(0.02, 0.98))))
 
 
 _BOUND = {"tnb": tnb_profile_bound, "poisson": poisson_profile_bound, "binomial": binomial_profile_bound}
@@ -301,7 +301,7 @@ def test_closed_form_selection_law_agrees_with_truncated_sum_and_audit_engine(rc
 
 # -- scope
 # ------------------------------------------------------------------------------------------------------
-ADAPTIVE = SearchSpec(geometric(0.1), 2.0, 0.5)
+ADAPTIVE = RepeatAndSelect(geometric(0.1), 2.0, 0.5)
 
 
 @pytest.mark.parametrize("fn", [tnb_profile_bound, poisson_profile_bound, binomial_profile_bound])
@@ -315,7 +315,7 @@ def test_adaptive_search_is_refused(fn) -> None:
 
 def test_adaptive_binomial_says_no_method_applies() -> None:
     try:
-        search = SearchSpec(Binomial(20, 0.5), 2.0, 0.5)
+        search = RepeatAndSelect(Binomial(20, 0.5), 2.0, 0.5)
     except ValueError as err:  # the accountant may (should) refuse this configuration up front instead
         assert "binomial" in str(err).lower()
         return
@@ -327,32 +327,32 @@ def test_adaptive_binomial_says_no_method_applies() -> None:
 
 def test_wrong_family_is_refused_with_the_applicable_methods() -> None:
     with pytest.raises(ProfileScopeError, match="methods for this search: profile-binomial"):
-        tnb_profile_bound(GAUSS4, SearchSpec(Binomial(20, 0.5)), 1e-5)
+        tnb_profile_bound(GAUSS4, RepeatAndSelect(Binomial(20, 0.5)), 1e-5)
     with pytest.raises(ProfileScopeError, match="needs Poisson T"):
-        poisson_rdp_with_profile_bound(gaussian_rdp(4.0), GAUSS4, SearchSpec(geometric(0.1)), 1e-5)
+        poisson_rdp_with_profile_bound(gaussian_rdp(4.0), GAUSS4, RepeatAndSelect(geometric(0.1)), 1e-5)
 
 
 def test_applicability_table() -> None:
-    assert applicable_methods(SearchSpec(geometric(0.1))) == (METHOD_TNB,)
-    assert applicable_methods(SearchSpec(Poisson(3.0))) == (METHOD_POISSON, METHOD_POISSON_RDP_PLD)
-    assert applicable_methods(SearchSpec(Binomial(5, 0.5))) == (METHOD_BINOMIAL,)
+    assert applicable_methods(RepeatAndSelect(geometric(0.1))) == (METHOD_TNB,)
+    assert applicable_methods(RepeatAndSelect(Poisson(3.0))) == (METHOD_POISSON, METHOD_POISSON_RDP_PLD)
+    assert applicable_methods(RepeatAndSelect(Binomial(5, 0.5))) == (METHOD_BINOMIAL,)
     assert applicable_methods(ADAPTIVE) == ()
     assert not is_applicable(METHOD_TNB, ADAPTIVE)
-    assert is_applicable(METHOD_BINOMIAL, SearchSpec(Binomial(5, 0.5)))
+    assert is_applicable(METHOD_BINOMIAL, RepeatAndSelect(Binomial(5, 0.5)))
     with pytest.raises(AdaptivePoissonError):  # the existing accountant already refuses this configuration
-        SearchSpec(Poisson(3.0), 2.0, 0.5)
+        RepeatAndSelect(Poisson(3.0), 2.0, 0.5)
 
 
 def test_profile_epsilons_keys_and_adaptive_is_empty() -> None:
-    assert set(profile_epsilons(1.0, MNIST_Q, 300, SearchSpec(Poisson(5.0)), 1e-5)) == {
+    assert set(profile_epsilons(1.0, MNIST_Q, 300, RepeatAndSelect(Poisson(5.0)), 1e-5)) == {
         METHOD_POISSON,
         METHOD_POISSON_RDP_PLD,
     }
-    assert set(profile_epsilons(1.0, MNIST_Q, 300, SearchSpec(Binomial(10, 0.5)), 1e-5)) == {
+    assert set(profile_epsilons(1.0, MNIST_Q, 300, RepeatAndSelect(Binomial(10, 0.5)), 1e-5)) == {
         METHOD_BINOMIAL
     }
     assert profile_epsilons(1.0, MNIST_Q, 300, ADAPTIVE, 1e-5) == {}
-    assert profile_bounds(GAUSS4, SearchSpec(Poisson(5.0)), 1e-5).keys() == {
+    assert profile_bounds(GAUSS4, RepeatAndSelect(Poisson(5.0)), 1e-5).keys() == {
         METHOD_POISSON
     }  # no RDP curve given
 
@@ -374,12 +374,12 @@ def test_profile_methods_against_rdp(sigma: float, q: float, steps: int) -> None
     """
     base = dpsgd_rdp(sigma, q, steps)
     for theta in (0.0, 1.0):
-        search = SearchSpec(TruncatedNegativeBinomial.from_mean(theta, 10.0))
+        search = RepeatAndSelect(TruncatedNegativeBinomial.from_mean(theta, 10.0))
         eps = profile_epsilons(sigma, q, steps, search, 1e-5)
         rdp = account(base, search, 1e-5)
         assert eps[METHOD_TNB] < rdp.methods["rdp"]
         assert rdp.methods["rdp-theorem-b"] < rdp.methods["rdp"]
-    search = SearchSpec(Poisson(10.0))
+    search = RepeatAndSelect(Poisson(10.0))
     eps = profile_epsilons(sigma, q, steps, search, 1e-5)
     rdp = account(base, search, 1e-5).epsilon
     assert eps[METHOD_POISSON_RDP_PLD] <= rdp + 1e-12

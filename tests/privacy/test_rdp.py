@@ -32,14 +32,14 @@ def test_dpsgd_against_opacus_rdp_analysis(sigma: float, q: float, steps: int) -
     """
     from opacus.accountants.analysis.rdp import compute_rdp
 
-    from dphypo.privacy import SearchSpec, account, geometric
+    from dphypo.privacy import RepeatAndSelect, account, geometric
 
     ours = dpsgd_rdp(sigma, q, steps)
     theirs = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=DEFAULT_ORDERS)
     integer = np.round(DEFAULT_ORDERS) == DEFAULT_ORDERS
     np.testing.assert_allclose(ours.epsilons[integer], theirs[integer], rtol=1e-9)
     assert np.all(ours.epsilons >= theirs * (1 - 1e-12))
-    search = SearchSpec(geometric(0.01), 2.0, 0.75)
+    search = RepeatAndSelect(geometric(0.01), 2.0, 0.75)
     exact = account(custom_rdp(DEFAULT_ORDERS, theirs), search, 1e-5, adaptive_theorem="A").epsilon
     assert account(ours, search, 1e-5, adaptive_theorem="A").epsilon == pytest.approx(exact, rel=1e-4)
     # Theorem B (the default) uses every order of the curve, so dp_accounting's looser fractional orders count a

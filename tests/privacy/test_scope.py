@@ -7,7 +7,7 @@ import pytest
 
 from dphypo.privacy import (
     Poisson,
-    SearchSpec,
+    RepeatAndSelect,
     account,
     calibrate_dpsgd_sigma,
     dpsgd_rdp,
@@ -28,13 +28,13 @@ def test_poisson_mean_below_one_is_refused(mean: float) -> None:
 def test_the_old_zero_epsilon_corner_is_refused_end_to_end() -> None:
     # Before: account(...) with Poisson(0.5) reported ε = 0.0 and calibration returned σ = 0.083.
     with pytest.raises(ValueError, match="Poisson"):
-        account(BASE, SearchSpec(Poisson(0.5)), 1e-5)
+        account(BASE, RepeatAndSelect(Poisson(0.5)), 1e-5)
     with pytest.raises(ValueError, match="Poisson"):
-        calibrate_dpsgd_sigma(8.0, 1e-5, 0.01, 1000, SearchSpec(Poisson(0.5)))
+        calibrate_dpsgd_sigma(8.0, 1e-5, 0.01, 1000, RepeatAndSelect(Poisson(0.5)))
 
 
 def test_poisson_mean_one_gives_a_positive_bound_above_one_run() -> None:
-    one_run = account(BASE, SearchSpec(Poisson(1.0)), 1e-5)
+    one_run = account(BASE, RepeatAndSelect(Poisson(1.0)), 1e-5)
     assert one_run.epsilon > one_run.base_epsilon > 0.0
 
 
@@ -64,9 +64,9 @@ def test_a_training_only_profile_beside_a_curve_with_the_score_release_is_refuse
     with_score = compose(BASE, gaussian_rdp(10.0))  # training + noisy score count
     training_only = dpsgd_profile(1.0, 0.01, 1000, discretization=1e-3)
     with pytest.raises(ValueError, match=r"same mechanism.*Gaussian.*profile covers DP-SGD"):
-        account(with_score, SearchSpec(geometric(0.1)), 1e-5, profile=training_only)
+        account(with_score, RepeatAndSelect(geometric(0.1)), 1e-5, profile=training_only)
     # the matching pair is accepted, and the profile bound is used
-    report = account(BASE, SearchSpec(geometric(0.1)), 1e-5, profile=training_only)
+    report = account(BASE, RepeatAndSelect(geometric(0.1)), 1e-5, profile=training_only)
     assert report.method != "rdp"
 
 
@@ -74,12 +74,14 @@ def test_a_profile_of_unknown_mechanism_is_refused() -> None:
     from dphypo.privacy import custom_rdp, gaussian_rdp, geometric
     from dphypo.privacy.profiles import DiscreteProfile, GaussianProfile
 
-    search = SearchSpec(geometric(0.1))
+    search = RepeatAndSelect(geometric(0.1))
     with pytest.raises(ValueError, match="curve covers unknown"):
         account(custom_rdp(BASE.orders, BASE.epsilons), search, 1e-5, profile=GaussianProfile(2.0))
     unknown = DiscreteProfile(np.array([0.6, 0.4]), np.array([0.4, 0.6]))
     with pytest.raises(ValueError, match=r"the curve covers Gaussian.*profile covers unknown"):
         account(gaussian_rdp(2.0), search, 1e-5, profile=unknown)
-    # the same user-chosen name on both sides (GaussianProfile's key) is accepted
-    named = custom_rdp(BASE.orders, gaussian_rdp(2.0).epsilons, mechanism="Gaussian(sensitivity=1.0, sigma=2.0)")
+    # the same event on both sides (GaussianProfile's) is accepted
+    from dp_accounting import dp_event
+
+    named = custom_rdp(BASE.orders, gaussian_rdp(2.0).epsilons, event=dp_event.GaussianDpEvent(2.0))
     assert account(named, search, 1e-5, profile=GaussianProfile(2.0)).epsilon > 0

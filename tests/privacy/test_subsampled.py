@@ -18,7 +18,7 @@ from dphypo.privacy import (
     CalibrationError,
     Poisson,
     RdpCurve,
-    SearchSpec,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     compose,
     delta_from_rdp,
@@ -185,7 +185,7 @@ def test_default_pipeline_is_tighter_than_the_raw_digest_pipeline() -> None:
         raw_tune = _notes_tune(_notes_base(), mu)
         for variant in (1, 2):
             report = dpsgd_subsampled_tuning(
-                2.0, 0.01, 5000, SearchSpec(Poisson(float(mu))), 0.1, variant, 1e-5
+                2.0, 0.01, 5000, RepeatAndSelect(Poisson(float(mu))), 0.1, variant, 1e-5
             )
             fn = koskela_kulkarni_theorem1 if variant == 1 else variant2_rdp
             raw = epsilon_from_rdp(INTS, fn(raw_tune, _notes_base(), 0.1, max_order=A_MAX).epsilons, 1e-5)[0]
@@ -196,7 +196,7 @@ def test_default_pipeline_is_tighter_than_the_raw_digest_pipeline() -> None:
 
 
 def test_variant1_increases_with_q_and_beats_the_baseline() -> None:
-    search = SearchSpec(Poisson(15.0))
+    search = RepeatAndSelect(Poisson(15.0))
     eps = [
         dpsgd_subsampled_tuning(2.0, 0.01, 5000, search, q, 1, 1e-5).epsilon for q in (0.02, 0.1, 0.5, 0.9)
     ]
@@ -207,7 +207,7 @@ def test_variant1_increases_with_q_and_beats_the_baseline() -> None:
 
 def test_adaptive_tnb_uses_theorem_b_and_other_families_are_refused() -> None:
     candidate = dpsgd_rdp(1.0, 0.01, 1000, orders=accounting_orders(64))
-    adaptive = SearchSpec(TruncatedNegativeBinomial.from_mean(1.0, 10.0), 2.0, 0.5)
+    adaptive = RepeatAndSelect(TruncatedNegativeBinomial.from_mean(1.0, 10.0), 2.0, 0.5)
     curve, theorem = tuning_curve(candidate, adaptive, max_order=64)
     assert theorem.startswith("Theorem B (docs/proofs/adaptive.md")  # the proven default for C > c
     # a uniform search on X₁ composes the order-wise minimum of Papernot-Steinke Theorem 2 and Theorem B at C = c = 1
@@ -222,9 +222,9 @@ def test_adaptive_tnb_uses_theorem_b_and_other_families_are_refused() -> None:
     report = subsampled_tuning(candidate, adaptive, 0.1, 1, 1e-5, max_order=64)
     assert math.isfinite(report.epsilon)
     with pytest.raises(SubsampledScopeError, match=r"binomial T has no RDP theorem.*profile-binomial"):
-        subsampled_tuning(candidate, SearchSpec(Binomial(20, 0.5)), 0.1, 1, 1e-5, max_order=64)
+        subsampled_tuning(candidate, RepeatAndSelect(Binomial(20, 0.5)), 0.1, 1, 1e-5, max_order=64)
     with pytest.raises(AdaptivePoissonError):
-        SearchSpec(Poisson(10.0), 2.0, 0.5)
+        RepeatAndSelect(Poisson(10.0), 2.0, 0.5)
 
 
 def test_integer_orders_are_required() -> None:
@@ -233,7 +233,7 @@ def test_integer_orders_are_required() -> None:
         koskela_kulkarni_theorem1(fractional, fractional, 0.1, max_order=5)
     with pytest.raises(ValueError, match="variant"):
         subsampled_tuning(
-            gaussian_rdp(1.0, orders=INTS[:9]), SearchSpec(Poisson(3.0)), 0.1, 3, 1e-5, max_order=10
+            gaussian_rdp(1.0, orders=INTS[:9]), RepeatAndSelect(Poisson(3.0)), 0.1, 3, 1e-5, max_order=10
         )  # type: ignore[arg-type]
 
 
@@ -291,7 +291,7 @@ def test_transfer_keeps_the_injected_noise_distribution() -> None:
 def test_calibration_recovers_the_sigma_of_a_known_total(variant: int) -> None:
     """Round trip in the notes' Fig. 1 setting (γ = 0.01, T = 5000, Poisson μ = 15, q = 0.1): the total at σ = 2
     is the target, so the calibrated σ must be 2 (to rtol, never below)."""
-    search, orders = SearchSpec(Poisson(15.0)), accounting_orders(64)
+    search, orders = RepeatAndSelect(Poisson(15.0)), accounting_orders(64)
 
     def curve(s: float) -> RdpCurve:
         return dpsgd_rdp(s, 0.01, 5000, orders=orders)
@@ -303,7 +303,7 @@ def test_calibration_recovers_the_sigma_of_a_known_total(variant: int) -> None:
 
 
 def test_calibration_refuses_an_unreachable_target() -> None:
-    search, orders = SearchSpec(Poisson(15.0)), accounting_orders(32)
+    search, orders = RepeatAndSelect(Poisson(15.0)), accounting_orders(32)
 
     def curve(s: float) -> RdpCurve:
         return dpsgd_rdp(s, 0.01, 100, orders=orders)
@@ -319,7 +319,7 @@ def test_calibration_refuses_an_unreachable_target() -> None:
 def test_charged_attempts_compose_into_the_tuning_curve() -> None:
     orders = accounting_orders(32)
     candidate = dpsgd_rdp(2.0, 0.01, 1000, orders=orders)
-    search = SearchSpec(Poisson(5.0))
+    search = RepeatAndSelect(Poisson(5.0))
     plain = subsampled_tuning(candidate, search, 0.1, 1, 1e-5, max_order=32)
     charged = subsampled_tuning(candidate, search, 0.1, 1, 1e-5, max_order=32, charged_runs=2)
     tune, _ = tuning_curve(candidate, search, max_order=32)

@@ -28,7 +28,7 @@ from scipy import integrate, optimize
 
 from dphypo.privacy import (
     Poisson,
-    SearchSpec,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     account,
     compose,
@@ -305,7 +305,7 @@ def test_a_user_curve_that_decreases_is_refused_and_its_envelope_accepted() -> N
     with pytest.raises(ValueError, match=r"decreases from eps\(2\)=1 to eps\(4\)=0.5") as info:
         check_theorem_b_curve(bad)
     assert "\n" not in str(info.value)
-    search = SearchSpec(geometric(0.05), 2.0, 0.75)
+    search = RepeatAndSelect(geometric(0.05), 2.0, 0.75)
     with pytest.raises(ValueError, match="Theorem B trusts the per-run curve"):
         account(bad, search, 1e-5)  # the default refuses it ...
     assert account(bad, search, 1e-5, adaptive_theorem="A").method == "rdp-theorem-a"  # ... Theorem A does not
@@ -325,7 +325,7 @@ def test_library_curves_are_accepted_even_where_dp_accounting_decreases() -> Non
     assert np.any(np.diff(curve.epsilons) < 0)
     check_theorem_b_curve(curve)
     check_theorem_b_curve(curve + pure_dp_rdp(0.1).monotone())
-    assert account(curve, SearchSpec(geometric(0.05), 2.0, 0.75), 1e-5).method == "rdp-theorem-b"
+    assert account(curve, RepeatAndSelect(geometric(0.05), 2.0, 0.75), 1e-5).method == "rdp-theorem-b"
 
 
 def _sampled_gaussian_rdp(alpha: float, sigma: float, q: float) -> float:
@@ -378,7 +378,7 @@ def test_uniform_searches_offer_theorem_b_and_compose_the_order_wise_minimum() -
     composing = tuning_rdp(MNIST, run_count)
     np.testing.assert_array_equal(composing.curve.epsilons, np.minimum(sharp, printed))
     # lost-attempt charging composes that curve, and reports under the best RDP method
-    charged = account_charged(MNIST, SearchSpec(run_count), 1e-5, 1)
+    charged = account_charged(MNIST, RepeatAndSelect(run_count), 1e-5, 1)
     by_printed = compose(dphypo_theorem1(MNIST, run_count, 1.0, 1.0).curve, MNIST)
     assert charged.method == "rdp-theorem-b"
     assert charged.epsilon == pytest.approx(epsilon_from_rdp(composing.curve.orders, (composing.curve + MNIST).epsilons,

@@ -15,7 +15,7 @@ from dphypo.privacy import (
     DEFAULT_ORDERS,
     AdaptivePoissonError,
     Poisson,
-    SearchSpec,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     account,
     dphypo_theorem1,
@@ -49,7 +49,7 @@ def _oracle_epsilon(sigma: float, steps: int, mean: float, shape: float, delta: 
     ],
 )
 def test_uniform_search_matches_dp_accounting_repeat_and_select(runs, shape: float, reference: float) -> None:
-    report = account(dpsgd_rdp(1.0, Q, 2340), SearchSpec(runs), 1e-5)
+    report = account(dpsgd_rdp(1.0, Q, 2340), RepeatAndSelect(runs), 1e-5)
     ours = report.methods["rdp"]  # the Papernot-Steinke route (Theorem 2 or 6)
     live = _oracle_epsilon(1.0, 2340, 10.0, shape)
     # Same orders, same theorem: only dp_accounting's conservative γ bisection (and our Poisson monotone
@@ -69,7 +69,7 @@ def test_uniform_search_matches_dp_accounting_repeat_and_select(runs, shape: flo
     [(0.64, 0.01, 4.784, 10.549), (1.0, 0.1, 1.352, 2.734)],  # shared/notes/dp-hypo.md reference table
 )
 def test_reference_table_geometric(sigma: float, gamma: float, base: float, total: float) -> None:
-    report = account(dpsgd_rdp(sigma, Q, 2344), SearchSpec(geometric(gamma)), 1e-5)
+    report = account(dpsgd_rdp(sigma, Q, 2344), RepeatAndSelect(geometric(gamma)), 1e-5)
     assert report.base_epsilon == pytest.approx(base, rel=2e-3)
     assert report.methods["rdp"] == pytest.approx(total, rel=2e-3)  # Papernot-Steinke Theorem 2
     assert report.epsilon == report.methods["rdp-theorem-b"] < report.methods["rdp"]
@@ -131,7 +131,7 @@ def test_adaptivity_term_is_exactly_the_log_ratio_term() -> None:
 
 def test_adaptive_poisson_is_refused_with_a_reason() -> None:
     with pytest.raises(AdaptivePoissonError, match="no privacy theorem"):
-        SearchSpec(Poisson(10.0), 2.0, 0.75)
+        RepeatAndSelect(Poisson(10.0), 2.0, 0.75)
     with pytest.raises(AdaptivePoissonError, match="Theorem 1"):
         tuning_rdp(gaussian_rdp(1.0), Poisson(10.0), 1.5, 1.0)
 
@@ -141,7 +141,7 @@ def test_adaptive_poisson_is_refused_with_a_reason() -> None:
 )
 def test_density_bound_validation(C: float, c: float, name: str) -> None:
     with pytest.raises(ValueError, match=f"^{name} must"):
-        SearchSpec(geometric(0.1), C, c)
+        RepeatAndSelect(geometric(0.1), C, c)
 
 
 @settings(max_examples=40, deadline=None)
@@ -157,7 +157,7 @@ def test_epsilon_is_monotone(sigma: float, gamma: float, theta: float, ratio: fl
     runs = TruncatedNegativeBinomial(theta, gamma)
 
     def eps(s: float = sigma, rc=runs, C: float = math.sqrt(ratio), c: float = 1 / math.sqrt(ratio)) -> float:
-        return account(dpsgd_rdp(s, 0.01, 200), SearchSpec(rc, C, c), 1e-5).epsilon
+        return account(dpsgd_rdp(s, 0.01, 200), RepeatAndSelect(rc, C, c), 1e-5).epsilon
 
     base = eps()
     # Theorem B (the default for C > c, and offered at C = c = 1) is a certified numerical bound whose grid depends on

@@ -20,10 +20,12 @@ import time
 
 import numpy as np
 
-from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric, make_run_count
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, gaussian_rdp, geometric, make_run_count
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
+from dphypo.search.recording import LostAttemptsExceeded
+from dphypo.search.records import DataFailure
 from dphypo.search.storage import JournalError, JournalMismatch
-from dphypo.search.tuner import DataFailure, LostAttemptsExceeded, Tuner
+from dphypo.search.tuner import Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.strategies import GPUCB, GPTopSet, Uniform
 
@@ -55,17 +57,17 @@ STRATEGIES = ("gp", "uniform", "top-set")
 LAWS = ("geometric", "negbin", "logarithmic", "poisson")
 
 
-def privacy_plan(strategy: str, runs: str, C: float, max_lost: int) -> PrivacyPlan:
-    """The accounted plan of a child search (uniform: DP-SGD curve and PLD profile, as dphypo tune seals them)."""
+def privacy_accounting(strategy: str, runs: str, C: float, max_lost: int) -> PrivacyAccounting:
+    """The accounted mechanism of a child search (uniform: DP-SGD curve and PLD profile, as dphypo tune seals them)."""
     if runs == "geometric":
         run_count = geometric(0.1)
     else:
         run_count = make_run_count(runs, theta=0.5 if runs == "negbin" else None, mean=8.0)
     if strategy == "uniform":
         curve, profile = dpsgd_run_rdp(1.0, 0.1, 10, score_noise=5.0), dpsgd_run_profile(1.0, 0.1, 10, score_noise=5.0)
-        return PrivacyPlan(SearchSpec(run_count), curve, 1e-5, profile=profile, max_lost=max_lost)
+        return PrivacyAccounting(RepeatAndSelect(run_count), curve, 1e-5, profile=profile, max_lost=max_lost)
     lower = GPTopSet(C=C).c if strategy == "top-set" else 0.75
-    return PrivacyPlan(SearchSpec(run_count, C, lower), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
+    return PrivacyAccounting(RepeatAndSelect(run_count, C, lower), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
 
 
 def make_strategy(strategy: str, C: float) -> GPUCB | GPTopSet | Uniform:
@@ -109,7 +111,7 @@ def main() -> int:
             open(args.log + ".killed", "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    privacy = privacy_plan(args.strategy, args.runs, args.C, args.max_lost)
+    privacy = privacy_accounting(args.strategy, args.runs, args.C, args.max_lost)
     tuner = Tuner(objective, SPACE, privacy, strategy=make_strategy(args.strategy, args.C), seed=11,
                   journal=args.journal, objective_id="tests/search/_search_child", progress=progress)
     try:

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from dphypo.cli import run
-from dphypo.privacy import PrivacyPlan, SearchSpec, gaussian_rdp, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, gaussian_rdp, geometric
 from dphypo.search.execution import ProcessExecutor
+from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.storage import JournalMismatch, SQLiteJournal
-from dphypo.search.tuner import LostAttemptsExceeded, Tuner
+from dphypo.search.tuner import Tuner
 from dphypo.strategies import GPUCB
-from tests.search._search_child import LAWS, SPACE, STRATEGIES, DyingObjective, make_strategy, privacy_plan, score
+from tests.search._search_child import LAWS, SPACE, STRATEGIES, DyingObjective, make_strategy, privacy_accounting, score
 
 CHILD = Path(__file__).with_name("_search_child.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,8 +100,8 @@ def test_a_loss_beyond_max_lost_refuses_the_resume_and_releases_nothing(tmp_path
 
 
 def test_max_lost_is_charged_up_front_in_every_report() -> None:
-    def config(k: int) -> PrivacyPlan:
-        return PrivacyPlan(SearchSpec(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5, max_lost=k)
+    def config(k: int) -> PrivacyAccounting:
+        return PrivacyAccounting(RepeatAndSelect(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5, max_lost=k)
 
     eps = [config(k).account().epsilon for k in range(3)]
     assert eps[0] < eps[1] < eps[2]
@@ -134,7 +135,7 @@ def test_every_strategy_and_run_count_law_resumes_after_kill_9_and_releases_the_
     tmp_path, strategy: str, law: str
 ) -> None:
     # The uninterrupted search, in this process: a resume in a new process must seal-match and replay it.
-    reference = Tuner(score, SPACE, privacy_plan(strategy, law, 2.0, 1), strategy=make_strategy(strategy, 2.0),
+    reference = Tuner(score, SPACE, privacy_accounting(strategy, law, 2.0, 1), strategy=make_strategy(strategy, 2.0),
                       seed=11, objective_id="tests/search/_search_child").run()
     journal, log = tmp_path / "j.db", tmp_path / "log"
     kill_at = min(2, reference.history.run_count - 1)
@@ -171,7 +172,7 @@ def test_a_changed_configuration_is_refused_on_resume(tmp_path) -> None:
 
 
 def _pool_search(tmp_path, executor, *, die_at: int, batch_size: int = 2, journal=None, max_lost: int = 2):
-    privacy = PrivacyPlan(SearchSpec(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
     objective = DyingObjective(str(tmp_path / f"died-{die_at}"), die_at)
     return Tuner(objective, SPACE, privacy, strategy=GPUCB(), seed=11, runs_per_update=batch_size, executor=executor,
                  journal=journal).run()
@@ -223,7 +224,7 @@ def test_a_dead_ray_worker_is_retried_and_charged(tmp_path) -> None:
 
 
 def test_an_exception_from_the_objective_is_a_data_failure_never_retried(tmp_path) -> None:
-    privacy = PrivacyPlan(SearchSpec(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5)
     calls: list[int] = []
 
     def objective(params: dict, run) -> float:
@@ -257,7 +258,8 @@ def test_ctrl_c_inside_a_run_is_a_lost_attempt_covered_only_by_max_lost(tmp_path
         return -(params["x"] - 0.6) ** 2 + run.rng.normal(0.0, 0.02)
 
     def search(max_lost: int):
-        privacy = PrivacyPlan(SearchSpec(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5, max_lost=max_lost)
+        privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.1), 2.0, 0.75), gaussian_rdp(4.0), 1e-5,
+                                    max_lost=max_lost)
         return Tuner(objective, SPACE, privacy, strategy=GPUCB(), seed=11, journal=tmp_path / f"j{max_lost}.db",
                      objective_id="test").run()
 

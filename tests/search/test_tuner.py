@@ -10,14 +10,16 @@ import pytest
 
 import dphypo.search.loop as loop_module
 from dphypo.privacy import (
-    PrivacyPlan,
-    SearchSpec,
+    PrivacyAccounting,
+    RepeatAndSelect,
     TruncatedNegativeBinomial,
     dpsgd_rdp,
     geometric,
 )
 from dphypo.privacy.run_counts import Poisson
-from dphypo.search.tuner import DataFailure, Release, Tuner, better
+from dphypo.search.loop import better
+from dphypo.search.records import DataFailure
+from dphypo.search.tuner import Release, Tuner
 from dphypo.simulation.synthetic import synthetic_landscape
 from dphypo.space import Choice, Float, LogFloat, SearchSpace
 from dphypo.strategies import GPUCB, Uniform
@@ -25,9 +27,9 @@ from dphypo.strategies import GPUCB, Uniform
 SPACE = SearchSpace({"lr": LogFloat(1e-3, 1.0, 7), "clip": Float(0.5, 2.0, 4)})
 
 
-def _privacy(C: float = 1.0, c: float = 1.0, runs=None) -> PrivacyPlan:
+def _privacy(C: float = 1.0, c: float = 1.0, runs=None) -> PrivacyAccounting:
     """The accounted search; the default (C, c) = (1, 1) are the default strategy's (Uniform) bounds."""
-    return PrivacyPlan(SearchSpec(runs or geometric(0.1), C, c), dpsgd_rdp(1.0, 0.01, 100), 1e-5)
+    return PrivacyAccounting(RepeatAndSelect(runs or geometric(0.1), C, c), dpsgd_rdp(1.0, 0.01, 100), 1e-5)
 
 
 def _score(params: dict, run) -> float:
@@ -67,13 +69,17 @@ class Spiky:
 
         class Session:
             events: tuple = ()
+            seen = 0
 
-            def density(self, observations):
+            def observe(self, index, score):
+                self.seen += 1
+
+            def density(self):
                 outer.calls += 1
-                if len(observations) % 2:
+                if self.seen % 2:
                     return np.full(space.size, -5.0)  # not even a density
                 d = np.zeros(space.size)
-                d[len(observations) % space.size] = 1.0
+                d[self.seen % space.size] = 1.0
                 return d
 
         return Session()
@@ -104,7 +110,7 @@ def test_release_exposes_only_the_best_run() -> None:
     result = Tuner(lambda p, r: (_score(p, r), {"model": p}), SPACE, _privacy(), seed=7).run()
     release, history = result.release, result.history
     assert {f.name for f in dataclasses.fields(Release)} == {"params", "score", "artifact", "epsilon", "delta",
-                                                            "privacy", "plan"}
+                                                            "privacy", "mechanism"}
     scores = [t.score for t in history.trials]
     assert release.score == max(scores)
     assert release.artifact == {"model": release.params}
@@ -162,7 +168,7 @@ def test_a_strategy_with_other_bounds_than_the_accountant_is_refused() -> None:
     with pytest.raises(ValueError, match=r"\(C, c\) = \(1, 1\) differ from privacy.search's \(C, c\) = \(2, 0.75\)"):
         Tuner(_score, SPACE, _privacy(2.0, 0.75))  # the default strategy is Uniform: (C, c) = (1, 1)
     Tuner(_score, SPACE, _privacy(2.0, 0.75), strategy=GPUCB(C=2.0, c=0.75))  # the same pair: fine
-    Tuner(_score, SPACE, _privacy(1.5, 0.5), strategy=Spiky())  # no bounds of its own: projected with the plan's
+    Tuner(_score, SPACE, _privacy(1.5, 0.5), strategy=Spiky())  # no bounds of its own: projected with the mechanism's
 
 
 def test_minimize_releases_the_lowest_score() -> None:
@@ -220,12 +226,12 @@ def test_landscape_objective_plugs_in() -> None:
     assert result.release.score == best.score == max(t.score for t in trials)
 
 
-def test_a_plan_costlier_than_the_accounted_curve_is_refused() -> None:
-    from dphypo.train.plan import DPSGDPlan
+def test_a_mechanism_costlier_than_the_accounted_curve_is_refused() -> None:
+    from dphypo.train.mechanism import DPSGDMechanism
 
-    plan = DPSGDPlan(sigma=0.5, batch_size=64, epochs=10, n_train=1079)
-    cheap = PrivacyPlan(SearchSpec(geometric(0.1)), plan.rdp().repeated(1), 1e-5)
-    Tuner(_score, SPACE, cheap, plan=plan)  # exactly the plan's curve: fine
-    too_cheap = PrivacyPlan(SearchSpec(geometric(0.1)), dpsgd_rdp(5.0, 0.01, 100), 1e-5)
+    mechanism = DPSGDMechanism(sigma=0.5, batch_size=64, epochs=10, n_train=1079)
+    cheap = PrivacyAccounting(RepeatAndSelect(geometric(0.1)), mechanism.rdp().repeated(1), 1e-5)
+    Tuner(_score, SPACE, cheap, mechanism=mechanism)  # exactly the mechanism's curve: fine
+    too_cheap = PrivacyAccounting(RepeatAndSelect(geometric(0.1)), dpsgd_rdp(5.0, 0.01, 100), 1e-5)
     with pytest.raises(ValueError, match=r"more per run than privacy\.base"):
-        Tuner(_score, SPACE, too_cheap, plan=plan)
+        Tuner(_score, SPACE, too_cheap, mechanism=mechanism)

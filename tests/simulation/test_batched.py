@@ -181,7 +181,7 @@ def test_simulate_batched_validates_its_arguments(plane) -> None:
         simulate_batched(plane, Uniform(), repeats=2, T=0)
     with pytest.raises(ValueError, match="batch must"):
         simulate_batched(plane, Uniform(), repeats=2, T=2, batch=0)
-    with pytest.raises(ValueError, match="strategy must"):
+    with pytest.raises(TypeError, match="strategy must be a Strategy"):
         simulate_batched(plane, object(), repeats=2, T=2)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="engine must"):
         simulate(plane, [Uniform()], repeats=2, T=2, engine="fast")  # type: ignore[arg-type]

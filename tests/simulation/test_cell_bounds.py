@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dphypo.density import lower_bound_for_top_mass
-from dphypo.privacy import SearchSpec, account, geometric, make_run_count
+from dphypo.privacy import RepeatAndSelect, account, geometric, make_run_count
 from dphypo.simulation.equal_epsilon import arm_calibration, cell_landscapes
 from dphypo.simulation.family import load_family
 from dphypo.simulation.landscapes import load_landscape
@@ -25,7 +25,7 @@ from dphypo.simulation.studies import (
     cell_bounds,
     cell_strategy,
     derives_lower_bound,
-    landscape_plan,
+    landscape_mechanism,
     run_count_settings,
     run_study,
 )
@@ -133,14 +133,14 @@ def test_top_set_cell_simulates_and_accounts_its_own_bounds() -> None:
         seed=2, workers=1,
     )
     result = run_study(config)
-    plan = landscape_plan(load_landscape(DIGITS_UNIFORM))
-    assert plan is not None
+    mechanism = landscape_mechanism(load_landscape(DIGITS_UNIFORM))
+    assert mechanism is not None
     land = load_landscape(DIGITS_UNIFORM)
     for label, C in (("own bounds", 2.0), ("C=1.5, c=0.6667", 1.5)):
         cell = result.cell(label, "top")
         expected_c = GPTopSet(C=C, top_mass=0.05).c
         assert (cell.C, cell.c) == (C, expected_c)
-        expected = account(plan.rdp(), SearchSpec(runs, C, expected_c), 1e-5).epsilon
+        expected = account(mechanism.rdp(), RepeatAndSelect(runs, C, expected_c), 1e-5).epsilon
         assert cell.epsilon == pytest.approx(expected, abs=1e-9)
         direct = simulate(land, [GPTopSet(C=C, top_mass=0.05, tolerance=0.3)], repeats=3, run_count=runs,
                           C=C, c=expected_c, seed=2, workers=1)[0]
@@ -159,7 +159,7 @@ def test_equal_epsilon_calibrates_the_top_set_cell_with_its_derived_c() -> None:
     config = StudyConfig("eq", run_count_settings([runs], [(2.0, 0.75)]), (arms["top"],), repeats=2, workers=1,
                          epsilon=8.0, adaptive_theorem="A")
     cell = cell_landscapes(config)[("E[T]=20", "top")]
-    meta = load_family(FAMILY).plan_metadata
+    meta = load_family(FAMILY).mechanism_metadata
     calibration = arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, meta, adaptive_theorem="A")
     assert cell.sigma == calibration.sigma == pytest.approx(1.5678, abs=2e-4)  # not the 1.7128 of c = 0.75
     sharp = arm_calibration(8.0, 1e-5, runs, 2.0, TOP_C, meta)

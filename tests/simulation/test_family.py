@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dphypo.privacy import CalibrationError, SearchSpec, calibrate_sigma, geometric
-from dphypo.simulation.equal_epsilon import arm_calibration, arm_sigma, metadata_plan
+from dphypo.privacy import CalibrationError, RepeatAndSelect, calibrate_sigma, geometric
+from dphypo.simulation.equal_epsilon import arm_calibration, arm_sigma, metadata_mechanism
 from dphypo.simulation.family import LandscapeFamily, load_family, nonincreasing_fit
 from dphypo.simulation.landscapes import Landscape, load_landscape, save_landscape
 from dphypo.simulation.studies import Setting, arm_epsilon
@@ -67,8 +67,8 @@ def random_members(seed: int, sigmas: tuple[float, ...], direction: str = "maxim
         ({"n_val": 300}, "'n_val'"),
         ({"seeds": 3}, "'seeds'"),
         ({"data_seed": 1}, "'data_seed'"),
-        ({"epochs": None}, "lacks plan metadata key 'epochs'"),
-        ({"optimizer": "adam"}, "extra plan metadata key 'optimizer'"),
+        ({"epochs": None}, "lacks mechanism metadata key 'epochs'"),
+        ({"optimizer": "adam"}, "extra mechanism metadata key 'optimizer'"),
     ],
 )
 def test_family_refuses_members_that_differ_in_anything_but_sigma(changes: dict[str, Any], match: str) -> None:
@@ -83,7 +83,7 @@ def test_family_allows_members_to_differ_in_build_provenance() -> None:
     family = LandscapeFamily((b, a))
     assert family.sigmas == (1.0, 2.0) and family.sigma_range == (1.0, 2.0)
     assert family.members == (a, b)
-    assert family.plan_metadata == PLAN  # no sigma, no provenance
+    assert family.mechanism_metadata == PLAN  # no sigma, no provenance
 
 
 @pytest.mark.parametrize(
@@ -202,7 +202,7 @@ def test_round_trip_through_save_and_load(tmp_path: Path) -> None:
         save_landscape(m, paths[-1])
     loaded = load_family(paths)
     family = LandscapeFamily(tuple(members))
-    assert loaded.sigmas == family.sigmas and loaded.plan_metadata == family.plan_metadata
+    assert loaded.sigmas == family.sigmas and loaded.mechanism_metadata == family.mechanism_metadata
     for sigma in (1.0, 1.3, 2.0):
         original = family.at(sigma)
         save_landscape(original, tmp_path / "at.npz")
@@ -222,7 +222,7 @@ def test_round_trip_through_save_and_load(tmp_path: Path) -> None:
 def test_shipped_digits_pair_forms_a_family() -> None:
     family = load_family(DIGITS)
     assert family.sigmas == (1.2226, 1.7673)
-    assert {k: family.plan_metadata[k] for k in ("dataset", "epochs", "batch_size", "score_noise")} == {
+    assert {k: family.mechanism_metadata[k] for k in ("dataset", "epochs", "batch_size", "score_noise")} == {
         "dataset": "digits", "epochs": 10, "batch_size": 64, "score_noise": 0.02}
     middle = family.at(1.5)
     assert middle.metadata["interpolated"] is True and middle.shape == (16, 20)
@@ -230,15 +230,16 @@ def test_shipped_digits_pair_forms_a_family() -> None:
 
 # ------------------------------------------------------------------------------------------------ equal-ε σ
 def test_metadata_plan_is_the_landscape_plan_and_refuses_bad_metadata() -> None:
-    plan = metadata_plan(PLAN)
-    assert (plan.sigma, plan.n_train, plan.n_val, plan.batch_size, plan.epochs) == (1.0, 1079, 359, 64, 10)
-    assert plan.score_noise == pytest.approx(0.02 * 359)
-    with pytest.raises(ValueError, match=r"lacks the DP-SGD plan keys \['epochs'\]"):
-        metadata_plan({k: v for k, v in PLAN.items() if k != "epochs"})
+    mechanism = metadata_mechanism(PLAN)
+    m = mechanism
+    assert (m.sigma, m.n_train, m.n_val, m.batch_size, m.epochs) == (1.0, 1079, 359, 64, 10)
+    assert mechanism.score_noise == pytest.approx(0.02 * 359)
+    with pytest.raises(ValueError, match=r"lacks the DP-SGD mechanism keys \['epochs'\]"):
+        metadata_mechanism({k: v for k, v in PLAN.items() if k != "epochs"})
     with pytest.raises(ValueError, match="no private score release"):
-        metadata_plan({**PLAN, "score_noise": 0.0})
-    with pytest.raises(ValueError, match=r"plan_metadata\['n_val'\]=300 but dataset 'digits'.*splits 359"):
-        metadata_plan({**PLAN, "n_val": 300})
+        metadata_mechanism({**PLAN, "score_noise": 0.0})
+    with pytest.raises(ValueError, match=r"mechanism_metadata\['n_val'\]=300 but dataset 'digits'.*splits 359"):
+        metadata_mechanism({**PLAN, "n_val": 300})
 
 
 def test_arm_sigma_monotone_in_epsilon_and_larger_for_adaptive_search() -> None:
@@ -254,7 +255,7 @@ def test_arm_sigma_monotone_in_epsilon_and_larger_for_adaptive_search() -> None:
 
 def test_arm_sigma_at_the_shipped_digits_pair() -> None:
     """ε = 8, E[T] = 20: the uniform arm counts profile bounds, the GP arm the accountant's default theorem."""
-    meta = load_family(DIGITS).plan_metadata
+    meta = load_family(DIGITS).mechanism_metadata
     run_count = geometric(0.05)
     older = arm_calibration(8.0, 1e-5, run_count, 1.0, 1.0, meta, adaptive_theorem="A")
     # The shipped 1.2226 was calibrated with Papernot-Steinke's RDP bound alone; with Theorem A named (the accounting
@@ -267,9 +268,9 @@ def test_arm_sigma_at_the_shipped_digits_pair() -> None:
     assert uniform.sigma == pytest.approx(1.0888, abs=2e-4) and uniform.sigma < older.sigma
     # The GP arm: the accountant's default theorem without naming it; the shipped 1.7673 used the published one.
     gp = arm_sigma(8.0, 1e-5, run_count, 2.0, 0.75, meta)
-    plan = metadata_plan(meta)
-    default = calibrate_sigma(8.0, 1e-5, SearchSpec(run_count, 2.0, 0.75),
-                              lambda s: dataclasses.replace(plan, sigma=s).rdp()).sigma
+    mechanism = metadata_mechanism(meta)
+    default = calibrate_sigma(8.0, 1e-5, RepeatAndSelect(run_count, 2.0, 0.75),
+                              lambda s: dataclasses.replace(mechanism, sigma=s).rdp()).sigma
     assert gp == default
     assert arm_sigma(8.0, 1e-5, run_count, 2.0, 0.75, meta, adaptive_theorem="published") == pytest.approx(
         1.7673, abs=1e-4)

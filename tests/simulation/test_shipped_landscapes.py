@@ -38,8 +38,8 @@ def test_shipped_landscape_loads_with_provenance(path: Path) -> None:
 
 def test_digits_pair_is_the_white_box_setting() -> None:
     """Both digits landscapes are for the same total budget; their σ are what calibrate_sigma gives."""
-    from dphypo.privacy import SearchSpec, calibrate_sigma, geometric
-    from dphypo.train import DPSGDPlan, load_dataset
+    from dphypo.privacy import RepeatAndSelect, calibrate_sigma, geometric
+    from dphypo.train import DPSGDMechanism, load_dataset
 
     splits = load_dataset("digits")
     for C, c, name in [(1.0, 1.0, "digits_mlp_sigma1.2226.npz"), (2.0, 0.75, "digits_mlp_sigma1.7673.npz")]:
@@ -47,10 +47,10 @@ def test_digits_pair_is_the_white_box_setting() -> None:
         n_train, n_val = len(splits.y_train), len(splits.y_val)
 
         def rdp(sigma: float, meta=meta, n_train=n_train, n_val=n_val):
-            return DPSGDPlan(sigma=sigma, batch_size=meta["batch_size"], epochs=meta["epochs"], n_train=n_train,
+            return DPSGDMechanism(sigma=sigma, batch_size=meta["batch_size"], epochs=meta["epochs"], n_train=n_train,
                              n_val=n_val, score_noise=meta["score_noise"] * n_val).rdp()
 
-        search = SearchSpec(geometric(0.05), C, c)
+        search = RepeatAndSelect(geometric(0.05), C, c)
         # The pair was calibrated when dphypo accounted C > c with DP-HyPO Theorem 1 as published and a uniform
         # search with Papernot-Steinke alone: naming the published theorem reproduces both. The proven Theorems A and
         # B (B the default) are smaller, so the GP landscape is noisier than an equal-ε GP search needs.

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dphypo.privacy import CalibrationError, SearchSpec, account, geometric
+from dphypo.privacy import CalibrationError, RepeatAndSelect, account, geometric
 from dphypo.simulation.equal_epsilon import (
     arm_calibration,
     cell_landscapes,
-    metadata_plan,
+    metadata_mechanism,
     run_equal_epsilon_study,
 )
 from dphypo.simulation.family import load_family
@@ -26,16 +26,16 @@ from dphypo.simulation.studies import (
     StudyConfig,
     arm_epsilon,
     fixed_T_settings,
-    landscape_plan,
+    landscape_mechanism,
+    mechanism_from_metadata,
     parse_T_values,
-    plan_from_metadata,
     run_count_settings,
     run_study,
 )
 from dphypo.simulation.synthetic import synthetic_landscape
 from dphypo.simulation.tables import table_csv, table_markdown, table_rows
 from dphypo.strategies import GPUCB, Uniform
-from dphypo.train import DPSGDPlan, load_dataset
+from dphypo.train import DPSGDMechanism, load_dataset
 
 LANDSCAPES = Path(__file__).resolve().parents[2] / "landscapes"
 DIGITS_UNIFORM = str(LANDSCAPES / "digits_mlp_sigma1.2226.npz")
@@ -54,14 +54,14 @@ def test_parse_T_values() -> None:
 
 def test_landscape_plan_is_the_plan_the_landscapes_were_built_with() -> None:
     """README: digits q = 1/17, 170 steps; MNIST subset q = 1/12, 120 steps; score noise 0.02·n_val."""
-    digits = landscape_plan(load_landscape(DIGITS_UNIFORM))
+    digits = landscape_mechanism(load_landscape(DIGITS_UNIFORM))
     assert digits is not None and (digits.n_train, digits.n_val) == (1079, 359)
     assert digits.sample_rate == pytest.approx(1 / 17) and digits.steps == 170
     assert digits.score_noise == pytest.approx(0.02 * 359) and digits.sigma == 1.2226
-    mnist = landscape_plan(load_landscape(MNIST))
+    mnist = landscape_mechanism(load_landscape(MNIST))
     assert mnist is not None and (mnist.n_train, mnist.n_val) == (3000, 1000)
     assert mnist.sample_rate == pytest.approx(1 / 12) and mnist.steps == 120
-    assert landscape_plan(synthetic_landscape("smooth")) is None
+    assert landscape_mechanism(synthetic_landscape("smooth")) is None
 
 
 def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
@@ -70,9 +70,9 @@ def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
     for path, profile_eps, sharp_eps in [(DIGITS_UNIFORM, 6.9655, 6.5882), (MNIST, 6.9790, 6.5927)]:
         # The uniform landscapes were calibrated with Papernot-Steinke's RDP bound alone, which naming Theorem A
         # reproduces (the accounting before Theorem B was the default): ε = 8 ...
-        plan = landscape_plan(load_landscape(path))
-        assert plan is not None
-        rdp_eps = account(plan.rdp(), SearchSpec(setting.run_count), 1e-5, adaptive_theorem="A").epsilon
+        mechanism = landscape_mechanism(load_landscape(path))
+        assert mechanism is not None
+        rdp_eps = account(mechanism.rdp(), RepeatAndSelect(setting.run_count), 1e-5, adaptive_theorem="A").epsilon
         assert rdp_eps == pytest.approx(8.0, abs=2e-3) and rdp_eps <= 8.0, path  # σ rounded up: met, not exceeded
         # ... and arm_epsilon also counts the (here tighter) privacy-profile bounds a uniform search has
         eps, note = arm_epsilon(load_landscape(path), setting, 1.0, 1.0, 1e-5, adaptive_theorem="A")
@@ -98,15 +98,15 @@ def test_shipped_landscapes_reproduce_their_calibrated_epsilon() -> None:
 
 def test_arm_epsilon_equals_the_accountant_for_an_independently_built_plan() -> None:
     splits = load_dataset("digits")
-    plan = DPSGDPlan.from_splits(
+    mechanism = DPSGDMechanism.from_splits(
         splits, sigma=1.2226, batch_size=64, epochs=10, score_noise=0.02 * len(splits.y_val)
     )
     land = load_landscape(DIGITS_UNIFORM)
     for gamma, C, c, delta in [(0.01, 1.0, 1.0, 1e-5), (0.05, 1.25, 0.8, 1e-6), (0.2, 1.5, 1 / 1.5, 1e-5)]:
         # uniform search: the minimum over RDP and the privacy-profile bounds; C > c: RDP only (no profile theorem)
-        profile = plan.profile() if C == c == 1.0 else None
+        profile = mechanism.profile() if C == c == 1.0 else None
         for theorem in ("B", "A"):
-            expected = account(plan.rdp(), SearchSpec(geometric(gamma), C, c), delta, profile=profile,
+            expected = account(mechanism.rdp(), RepeatAndSelect(geometric(gamma), C, c), delta, profile=profile,
                                adaptive_theorem=theorem)
             eps, _ = arm_epsilon(land, Setting("x", run_count=geometric(gamma), C=C, c=c), C, c, delta,
                                  adaptive_theorem=theorem)
@@ -237,14 +237,14 @@ def test_study_config_validation() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ equal ε
-#: The digits plan of the shipped landscapes (metadata keys as build_landscape writes them, σ aside).
+#: The digits mechanism of the shipped landscapes (metadata keys as build_landscape writes them, σ aside).
 DIGITS_PLAN = {"dataset": "digits", "model": "digits-mlp", "epochs": 10, "batch_size": 64, "seeds": 5,
                "data_seed": 0, "score_noise": 0.02, "failed_score": 0.0}
 EPSILON, RUNS = 8.0, geometric(0.05)  # calibrated σ (E[T] = 20): uniform 1.1143, GP (C = 2, c = 0.75) 1.7128
 
 
 def family_files(folder: Path, sigmas: tuple[float, ...]) -> tuple[str, ...]:
-    """A small synthetic family (4 lr × 3 clip) with the digits plan: accuracy falls with σ, a ridge in lr."""
+    """A small synthetic family (4 lr × 3 clip) with the digits mechanism: accuracy falls with σ, a ridge in lr."""
     paths = []
     lr, clip = np.geomspace(1e-3, 1.0, 4), np.array([0.5, 1.0, 2.0])
     shape = 0.9 - 0.1 * (np.log10(lr)[:, None] + 1.5) ** 2 - 0.02 * np.abs(clip[None, :] - 1.0)
@@ -271,7 +271,7 @@ def test_equal_epsilon_study_runs_every_arm_at_its_own_sigma(tmp_path: Path) -> 
     family = load_family(members)
     uniform, gp = result.cell("E[T]=20", "uniform"), result.cell("E[T]=20", "gp")
     for cell, (C, c) in [(uniform, (1.0, 1.0)), (gp, (2.0, 0.75))]:
-        calibration = arm_calibration(EPSILON, 1e-5, RUNS, C, c, family.plan_metadata, adaptive_theorem="A")
+        calibration = arm_calibration(EPSILON, 1e-5, RUNS, C, c, family.mechanism_metadata, adaptive_theorem="A")
         assert (cell.C, cell.c, cell.sigma, cell.epsilon_target) == (C, c, calibration.sigma, EPSILON)
         assert cell.sigma_tolerance == calibration.sigma_tolerance
         # accounted at that σ with the calibration's own bounds: at most ε, within the calibration's tolerance
@@ -330,10 +330,10 @@ def test_equal_epsilon_study_config_validation(tmp_path: Path) -> None:
 
 def test_plan_from_metadata_is_the_one_plan_reconstruction() -> None:
     land = load_landscape(DIGITS_UNIFORM)
-    assert landscape_plan(land) == plan_from_metadata(land.metadata)
-    assert metadata_plan(land.metadata) == plan_from_metadata({**land.metadata, "sigma": 1.0})
-    assert plan_from_metadata({**DIGITS_PLAN, "sigma": 1.0, "score_noise": 0.0}) is None
-    assert plan_from_metadata({"sigma": 1.0}) is None
+    assert landscape_mechanism(land) == mechanism_from_metadata(land.metadata)
+    assert metadata_mechanism(land.metadata) == mechanism_from_metadata({**land.metadata, "sigma": 1.0})
+    assert mechanism_from_metadata({**DIGITS_PLAN, "sigma": 1.0, "score_noise": 0.0}) is None
+    assert mechanism_from_metadata({"sigma": 1.0}) is None
 
 
 def test_uniform_arm_at_its_calibrated_sigma_reads_at_most_the_budget() -> None:
@@ -344,9 +344,10 @@ def test_uniform_arm_at_its_calibrated_sigma_reads_at_most_the_budget() -> None:
     land = family.at(calibration.sigma)
     eps, note = arm_epsilon(land, Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5, adaptive_theorem="A")
     assert note == "" and eps == calibration.report.epsilon and EPSILON - 2e-3 <= eps <= EPSILON
-    plan = landscape_plan(land)
-    assert plan is not None
-    assert account(plan.rdp(), SearchSpec(RUNS), 1e-5, adaptive_theorem="A").epsilon == pytest.approx(9.21, abs=0.01)
+    mechanism = landscape_mechanism(land)
+    assert mechanism is not None
+    report = account(mechanism.rdp(), RepeatAndSelect(RUNS), 1e-5, adaptive_theorem="A")
+    assert report.epsilon == pytest.approx(9.21, abs=0.01)
     sharp = arm_calibration(EPSILON, 1e-5, RUNS, 1.0, 1.0, DIGITS_PLAN)
     assert sharp.report.method == "rdp-theorem-b" and sharp.sigma == pytest.approx(1.0888, abs=2e-4)
     eps, note = arm_epsilon(family.at(sharp.sigma), Setting("u", run_count=RUNS), 1.0, 1.0, 1e-5)

@@ -10,7 +10,7 @@ import pytest
 
 from dphypo.search.loop import best_trial, better
 from dphypo.search.records import Trial
-from dphypo.strategies import best_runs, orient, oriented_scores, release_key
+from dphypo.strategies import best_runs, orient, release_key
 
 
 @pytest.mark.parametrize("direction", ["maximize", "minimize"])
@@ -23,8 +23,6 @@ def test_orient_imputes_failed_runs_per_search(direction: str) -> None:
     np.testing.assert_array_equal(utilities, expected)
     for row, observed in zip(utilities, scores, strict=True):  # a single search is the batch of one
         np.testing.assert_array_equal(orient(observed, direction), row)  # type: ignore[arg-type]
-        pairs = [(i, float(q)) for i, q in enumerate(observed)]
-        np.testing.assert_array_equal(oriented_scores(pairs, 3, direction)[1], row)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="direction"):
         orient(scores, "max")  # type: ignore[arg-type]
 

@@ -12,21 +12,22 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
-from dphypo.search.tuner import DataFailure, Run, Tuner
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, geometric
+from dphypo.search.records import DataFailure, Run
+from dphypo.search.tuner import Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train.data import load_dataset
+from dphypo.train.mechanism import DPSGDMechanism
 from dphypo.train.objective import DPSGDObjective, TrainedModel, _train, evaluate_accuracy
-from dphypo.train.plan import DPSGDPlan
 
 SPLITS = load_dataset("digits")
-PLAN = DPSGDPlan.from_splits(SPLITS, sigma=1.0, batch_size=64, epochs=2, score_noise=2.0)
-OBJECTIVE = DPSGDObjective("digits", "digits-mlp", PLAN, device="cpu")
+MECHANISM = DPSGDMechanism.from_splits(SPLITS, sigma=1.0, batch_size=64, epochs=2, score_noise=2.0)
+OBJECTIVE = DPSGDObjective("digits", "digits-mlp", MECHANISM, device="cpu")
 GOOD = {"lr": 1.0, "clip": 1.0}
 
 
-def _run(seed: int, plan: DPSGDPlan = PLAN) -> Run:
-    return Run(0, seed, None, 0, plan)
+def _run(seed: int, mechanism: DPSGDMechanism = MECHANISM) -> Run:
+    return Run(0, seed, None, 0, mechanism).open()
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,8 @@ def test_one_dp_sgd_run_scores_and_returns_a_model(trained, tmp_path: Path) -> N
     score, model, run = trained
     # 2 epochs of DP-SGD on digits reach ~0.8-0.9; the score noise (std 2 examples / 359) is tiny
     assert math.isfinite(score) and 0.6 < score < 1.0
-    run.check_budget()  # the engine's history is within the plan
-    assert run.engines[0].accountant.history == [(1.0, PLAN.sample_rate, PLAN.steps)]
+    run.check()  # the engine's history is within the mechanism
+    assert run.engines[0].accountant.history == [(1.0, MECHANISM.sample_rate, MECHANISM.steps)]
     assert isinstance(model, TrainedModel) and model.params == GOOD
     assert not any(k.startswith("_module") for k in model.state_dict)  # unwrapped from Opacus
     assert all(t.device.type == "cpu" for t in model.state_dict.values())
@@ -58,7 +59,7 @@ def test_score_is_the_noisy_validation_accuracy(trained) -> None:
     score, model, _ = trained
     exact = evaluate_accuracy(model.module(), SPLITS.x_val, SPLITS.y_val, "cpu") / len(SPLITS.y_val)
     assert score != exact  # noise was added ...
-    assert abs(score - exact) < 6 * PLAN.score_noise / PLAN.n_val  # ... of the planned size
+    assert abs(score - exact) < 6 * MECHANISM.score_noise / MECHANISM.n_val  # ... of the planned size
 
 
 def test_same_run_seed_gives_identical_score_and_weights(trained) -> None:
@@ -71,8 +72,9 @@ def test_same_run_seed_gives_identical_score_and_weights(trained) -> None:
 
 
 def test_unprivatised_score_is_the_exact_validation_accuracy() -> None:
-    plan = DPSGDPlan(sigma=1.0, batch_size=64, epochs=1, n_train=len(SPLITS.y_train))  # no score noise, no n_val
-    score, model = DPSGDObjective("digits", None, plan)(GOOD, _run(2, plan))
+    mechanism = DPSGDMechanism(sigma=1.0, batch_size=64, epochs=1,
+                               n_train=len(SPLITS.y_train))  # no score noise, no n_val
+    score, model = DPSGDObjective("digits", None, mechanism)(GOOD, _run(2, mechanism))
     assert score == evaluate_accuracy(model.module(), SPLITS.x_val, SPLITS.y_val, "cpu") / len(SPLITS.y_val)
 
 
@@ -82,12 +84,12 @@ def test_divergent_learning_rate_is_a_data_failure() -> None:
 
 
 def test_nan_in_the_data_is_a_data_failure() -> None:
-    plan = DPSGDPlan(sigma=1.0, batch_size=4, epochs=1, n_train=16, n_val=1)
+    mechanism = DPSGDMechanism(sigma=1.0, batch_size=4, epochs=1, n_train=16, n_val=1)
     x = torch.ones(16, 1, 8, 8)
     x[3, 0, 2, 2] = math.nan
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     loader = DataLoader(TensorDataset(x, torch.zeros(16, dtype=torch.long)), batch_size=4)
-    wrapped, optimizer, dp_loader = _run(0, plan).make_private(
+    wrapped, optimizer, dp_loader = _run(0, mechanism).make_private(
         model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
     )
     with pytest.raises(DataFailure):
@@ -96,19 +98,19 @@ def test_nan_in_the_data_is_a_data_failure() -> None:
 
 def test_empty_poisson_batches_are_not_failures() -> None:
     """q = 1/5 on 5 examples: about a third of the batches are empty; they take a noise-only step."""
-    plan = DPSGDPlan(sigma=1.0, batch_size=1, epochs=4, n_train=5, n_val=1)
+    mechanism = DPSGDMechanism(sigma=1.0, batch_size=1, epochs=4, n_train=5, n_val=1)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     g = torch.Generator().manual_seed(0)
     loader = DataLoader(TensorDataset(torch.rand(5, 1, 8, 8, generator=g), torch.arange(5)), batch_size=1)
-    run = _run(3, plan)
+    run = _run(3, mechanism)
     wrapped, optimizer, dp_loader = run.make_private(
         model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
     )
-    sizes = [len(y) for _ in range(plan.epochs) for _, y in dp_loader]
+    sizes = [len(y) for _ in range(mechanism.epochs) for _, y in dp_loader]
     assert 0 in sizes  # the setting does produce empty batches (seeded, so this is deterministic)
-    _train(wrapped, optimizer, dp_loader, plan.epochs, torch.device("cpu"))
+    _train(wrapped, optimizer, dp_loader, mechanism.epochs, torch.device("cpu"))
     assert all(torch.isfinite(p).all() for p in wrapped.parameters())
-    assert run.engines[0].accountant.history == [(1.0, plan.sample_rate, plan.steps)]
+    assert run.engines[0].accountant.history == [(1.0, mechanism.sample_rate, mechanism.steps)]
 
 
 @pytest.mark.parametrize(
@@ -122,24 +124,24 @@ def test_hyperparameters_are_validated(params: dict, match: str) -> None:
 
 
 def test_configuration_errors() -> None:
-    wrong_sizes = DPSGDPlan(sigma=1.0, batch_size=64, epochs=1, n_train=1000, n_val=359)
+    wrong_sizes = DPSGDMechanism(sigma=1.0, batch_size=64, epochs=1, n_train=1000, n_val=359)
     with pytest.raises(ValueError, match="from_splits"):
         DPSGDObjective("digits", None, wrong_sizes)(GOOD, _run(0, wrong_sizes))
-    with pytest.raises(ValueError, match="same DPSGDPlan"):
+    with pytest.raises(ValueError, match="same DPSGDMechanism"):
         OBJECTIVE(GOOD, _run(0, wrong_sizes))
     with pytest.raises(ValueError, match="takes inputs"):
-        DPSGDObjective("digits", "mnist-cnn", PLAN)
+        DPSGDObjective("digits", "mnist-cnn", MECHANISM)
     with pytest.raises(ValueError, match="optimizer"):
-        DPSGDObjective("digits", None, PLAN, optimizer="lbfgs")
-    with pytest.raises(TypeError, match="plan"):
-        DPSGDObjective("digits", None, "plan")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="no DPSGDPlan"):
+        DPSGDObjective("digits", None, MECHANISM, optimizer="lbfgs")
+    with pytest.raises(TypeError, match="mechanism"):
+        DPSGDObjective("digits", None, "mechanism")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no DPSGDMechanism"):
         DPSGDObjective("digits")(GOOD, _run(0, None))
-    assert DPSGDObjective("mnist-subset", None, PLAN).model == "mnist-cnn"
+    assert DPSGDObjective("mnist-subset", None, MECHANISM).model == "mnist-cnn"
 
 
-def test_objective_without_a_plan_trains_under_the_runs_plan() -> None:
-    score, model = DPSGDObjective("digits")(GOOD, _run(0, PLAN))
+def test_objective_without_a_mechanism_trains_under_the_runs_mechanism() -> None:
+    score, model = DPSGDObjective("digits")(GOOD, _run(0, MECHANISM))
     assert 0.0 <= score <= 1.0 and model.params == GOOD
 
 
@@ -149,15 +151,16 @@ def test_objective_pickles_for_process_pools() -> None:
 
 
 def test_adam_variant_trains() -> None:
-    objective = DPSGDObjective("digits", None, PLAN, optimizer="adam", device="cpu")
+    objective = DPSGDObjective("digits", None, MECHANISM, optimizer="adam", device="cpu")
     score, _ = objective({"lr": 0.01, "clip": 1.0}, _run(1))
     assert 0.5 < score < 1.0
 
 
 def test_end_to_end_private_search_on_digits() -> None:
     space = SearchSpace({"lr": Grid((0.5, 2.0), scale="log"), "clip": Grid((0.5, 1.0))})
-    privacy = PrivacyPlan(SearchSpec(geometric(0.5)), PLAN.rdp(), 1e-5)  # (C, c) = (1, 1): the uniform default's
-    result = Tuner(OBJECTIVE, space, privacy, plan=PLAN, seed=0).run()
+    privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.5)), MECHANISM.rdp(),
+                                1e-5)  # (C, c) = (1, 1): the uniform default's
+    result = Tuner(OBJECTIVE, space, privacy, mechanism=MECHANISM, seed=0).run()
     release, history = result.release, result.history
     assert history.run_count == len(history.trials) >= 2  # seed 0 draws T = 5: "best" means something
     assert isinstance(release.artifact, TrainedModel)

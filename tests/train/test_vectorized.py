@@ -18,17 +18,17 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dphypo.search.records import DataFailure, Run
 from dphypo.train.data import load_dataset
-from dphypo.train.objective import DPSGDObjective, _train
-from dphypo.train.opacus import quiet_opacus
-from dphypo.train.plan import (
+from dphypo.train.mechanism import (
     INIT_STREAM,
     NOISE_STREAM,
     SAMPLING_STREAM,
     BudgetExceeded,
-    DPSGDPlan,
+    DPSGDMechanism,
     check_budget,
     run_stream_seed,
 )
+from dphypo.train.objective import DPSGDObjective, _train
+from dphypo.train.opacus import quiet_opacus
 from dphypo.train.vectorized import Candidate, EngineOptions, VectorizedDPSGD, compile_model, default_pass_size
 from dphypo.train.vectorized import engine as engine_module
 from dphypo.train.vectorized.batches import epoch_masks, pack, physical_batch_size
@@ -81,12 +81,12 @@ def _data(kind: str, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]
 MODELS = {"mlp": _mlp, "cnn": _cnn, "tokens": _tokens}
 
 
-def _plan(n: int, batch_size: int, epochs: int = 1, sigma: float = 1.0) -> DPSGDPlan:
-    return DPSGDPlan(sigma=sigma, batch_size=batch_size, epochs=epochs, n_train=n)
+def _mechanism(n: int, batch_size: int, epochs: int = 1, sigma: float = 1.0) -> DPSGDMechanism:
+    return DPSGDMechanism(sigma=sigma, batch_size=batch_size, epochs=epochs, n_train=n)
 
 
-def _engine(kind: str, plan: DPSGDPlan, x: torch.Tensor, y: torch.Tensor, **options: int) -> VectorizedDPSGD:
-    return VectorizedDPSGD(_seeded(MODELS[kind]), plan, x, y, x[:10], y[:10],
+def _engine(kind: str, mechanism: DPSGDMechanism, x: torch.Tensor, y: torch.Tensor, **options: int) -> VectorizedDPSGD:
+    return VectorizedDPSGD(_seeded(MODELS[kind]), mechanism, x, y, x[:10], y[:10],
                            options=EngineOptions(device="cpu", **options))
 
 
@@ -110,7 +110,7 @@ def test_clipped_sums_equal_opacus(kind: str, case: str) -> None:
     n = 40
     x, y = _data(kind, n)
     options = {"physical_batch_size": 3} if case == "chunked" else {}
-    engine = _engine(kind, _plan(n, 8), x, y, **options)
+    engine = _engine(kind, _mechanism(n, 8), x, y, **options)
     clip = 1e-4 if case == "all_clipped" else None
     candidates = [Candidate(lr=0.1, clip=clip or c, seed=s) for c, s in [(0.5, 3), (2.0, 4), (50.0, 5)]]
     g = torch.Generator().manual_seed(1)
@@ -137,10 +137,10 @@ def test_clipped_sums_equal_opacus(kind: str, case: str) -> None:
 
 def test_noise_has_the_planned_law_and_comes_from_the_candidates_stream() -> None:
     n, sigma = 64, 2.0
-    plan = _plan(n, batch_size=n, sigma=sigma)  # one batch per epoch: rate 1, every example, a single step
+    mechanism = _mechanism(n, batch_size=n, sigma=sigma)  # one batch per epoch: rate 1, every example, a single step
     x, y = _data("mlp", n)
-    engine = _engine("mlp", plan, x, y)
-    assert engine.rate == 1.0 and engine.divisor == n and plan.steps == 1
+    engine = _engine("mlp", mechanism, x, y)
+    assert engine.rate == 1.0 and engine.divisor == n and mechanism.steps == 1
     candidates = [Candidate(lr=1.0, clip=0.5 if k % 2 else 3.0, seed=100 + k) for k in range(16)]
     result = engine.run(candidates)
     sums = engine.clipped_sums(candidates, torch.ones((16, n), dtype=torch.bool))
@@ -176,7 +176,7 @@ def _same(first: dict[str, torch.Tensor], second: dict[str, torch.Tensor], atol:
 def test_a_candidates_result_does_not_depend_on_its_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
     n = 60
     x, y = _data("cnn", n)
-    engine = _engine("cnn", _plan(n, 6, epochs=2), x, y)
+    engine = _engine("cnn", _mechanism(n, 6, epochs=2), x, y)
     one = [Candidate(lr=0.05, clip=0.1, seed=1), Candidate(lr=2.0, clip=8.0, seed=2)]
     two = [Candidate(lr=1.0, clip=3.0, seed=3), Candidate(lr=0.01, clip=0.5, seed=4, momentum=0.9)]
     base = _result_of_a(engine, one, 0)
@@ -198,7 +198,7 @@ def test_a_candidates_result_does_not_depend_on_its_neighbours(monkeypatch: pyte
 def test_a_candidate_alone_equals_the_same_candidate_in_a_pass_of_eight(kind: str, memory: int | None) -> None:
     n = 80
     x, y = _data(kind, n)
-    engine = _engine(kind, _plan(n, 8, epochs=2), x, y, **({"memory_bytes": memory} if memory else {}))
+    engine = _engine(kind, _mechanism(n, 8, epochs=2), x, y, **({"memory_bytes": memory} if memory else {}))
     if memory:  # a small memory budget: the pass runs in blocks of candidates (more than one, fewer than eight)
         assert 1 < len(engine.blocks(8)) < 8
     candidates = [Candidate(lr=0.05 * (k + 1), clip=0.2 * (k + 1), seed=20 + k, momentum=0.5 * (k % 2))
@@ -214,32 +214,32 @@ def test_a_candidate_alone_equals_the_same_candidate_in_a_pass_of_eight(kind: st
 
 
 def test_a_training_equals_the_dpsgd_objective_run_with_the_same_seed() -> None:
-    plan = DPSGDPlan.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
-    objective = DPSGDObjective("digits", "digits-mlp", plan, device="cpu")
-    engine = VectorizedDPSGD("digits-mlp", plan, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
+    mechanism = DPSGDMechanism.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
+    objective = DPSGDObjective("digits", "digits-mlp", mechanism, device="cpu")
+    engine = VectorizedDPSGD("digits-mlp", mechanism, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
                              options=CPU)
     candidates = [Candidate(lr=0.5, clip=1.0, seed=1234), Candidate(lr=2.0, clip=0.3, seed=99)]
     results = engine.run(candidates).results
     for cand, res in zip(candidates, results, strict=True):
-        run = Run(0, cand.seed, None, 0, plan)
+        run = Run(0, cand.seed, None, 0, mechanism).open()
         score, trained = objective({"lr": cand.lr, "clip": cand.clip}, run)
         torch.testing.assert_close(res.state_dict, dict(trained.state_dict), rtol=1e-4, atol=1e-5)
         assert res.correct == round(score * len(DIGITS.y_val))
-        assert not res.failed and res.booked.history == ((1.0, plan.sample_rate, plan.steps),)
-        check_budget(res.booked, plan)
+        assert not res.failed and res.booked.history == ((1.0, mechanism.sample_rate, mechanism.steps),)
+        check_budget(res.booked, mechanism)
         assert isinstance(engine.module(res), nn.Sequential)
 
 
-def _opacus_training(build: Callable[[int], nn.Module], plan: DPSGDPlan, x: torch.Tensor, y: torch.Tensor,
+def _opacus_training(build: Callable[[int], nn.Module], mechanism: DPSGDMechanism, x: torch.Tensor, y: torch.Tensor,
                      cand: Candidate) -> dict[str, torch.Tensor]:
     """The Opacus path of DPSGDObjective (Run.make_private seeds the loader and the noise; objective._train)."""
-    run = Run(0, cand.seed, None, 0, plan)
+    run = Run(0, cand.seed, None, 0, mechanism).open()
     model = build(run_stream_seed(cand.seed, INIT_STREAM))
     optimizer = torch.optim.SGD(model.parameters(), lr=cand.lr, momentum=cand.momentum)
-    loader = DataLoader(TensorDataset(x, y), batch_size=plan.batch_size,
+    loader = DataLoader(TensorDataset(x, y), batch_size=mechanism.batch_size,
                         generator=torch.Generator().manual_seed(run_stream_seed(cand.seed, SAMPLING_STREAM)))
     wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=cand.clip)
-    _train(wrapped, optimizer, dp_loader, plan.epochs, torch.device("cpu"))
+    _train(wrapped, optimizer, dp_loader, mechanism.epochs, torch.device("cpu"))
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
@@ -247,15 +247,15 @@ def _opacus_training(build: Callable[[int], nn.Module], plan: DPSGDPlan, x: torc
 def test_a_training_equals_opacus_with_empty_batches_momentum_and_chunks(kind: str) -> None:
     n = 24
     x, y = _data(kind, n)
-    plan = _plan(n, 2, epochs=2)  # rate 1/12: empty Poisson batches are frequent
+    mechanism = _mechanism(n, 2, epochs=2)  # rate 1/12: empty Poisson batches are frequent
     candidates = [Candidate(lr=0.2, clip=0.5, seed=41), Candidate(lr=0.02, clip=2.0, seed=42, momentum=0.9)]
     masks = torch.cat(list(epoch_masks([torch.Generator().manual_seed(run_stream_seed(41, SAMPLING_STREAM))],
-                                       n, 1 / plan.batches_per_epoch, plan.steps_per_epoch)))
+                                       n, 1 / mechanism.batches_per_epoch, mechanism.steps_per_epoch)))
     assert int((masks.sum(-1) == 0).sum()) > 0  # the first epoch has empty batches
     for options in ({}, {"physical_batch_size": 1}):  # one chunk per step, or one per example
-        results = _engine(kind, plan, x, y, **options).run(candidates).results
+        results = _engine(kind, mechanism, x, y, **options).run(candidates).results
         for cand, res in zip(candidates, results, strict=True):
-            expected = _opacus_training(_seeded(MODELS[kind]), plan, x, y, cand)
+            expected = _opacus_training(_seeded(MODELS[kind]), mechanism, x, y, cand)
             torch.testing.assert_close(res.state_dict, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -268,28 +268,28 @@ def test_a_training_equals_opacus_with_empty_batches_momentum_and_chunks(kind: s
 )
 def test_opacus_rate_divisor_and_step_conventions(n: int, batch_size: int) -> None:
     x, y = _data("mlp", n)
-    plan = _plan(n, batch_size)
-    engine = _engine("mlp", plan, x, y)
-    assert engine.divisor == int(n / plan.steps_per_epoch) and engine.rate == 1 / plan.batches_per_epoch
+    mechanism = _mechanism(n, batch_size)
+    engine = _engine("mlp", mechanism, x, y)
+    assert engine.divisor == int(n / mechanism.steps_per_epoch) and engine.rate == 1 / mechanism.batches_per_epoch
     cand = Candidate(lr=0.3, clip=1.0, seed=77)
     result = engine.run([cand]).results[0]
-    torch.testing.assert_close(result.state_dict, _opacus_training(_seeded(_mlp), plan, x, y, cand), rtol=1e-4,
+    torch.testing.assert_close(result.state_dict, _opacus_training(_seeded(_mlp), mechanism, x, y, cand), rtol=1e-4,
                                atol=1e-5)
-    assert result.booked.history == ((1.0, plan.sample_rate, plan.steps),)
+    assert result.booked.history == ((1.0, mechanism.sample_rate, mechanism.steps),)
 
 
 # -- failures -------------------------------------------------------------------------------------------------------
 
 
 def test_a_diverging_candidate_is_frozen_and_failed_without_touching_the_others() -> None:
-    plan = DPSGDPlan.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
-    engine = VectorizedDPSGD("digits-mlp", plan, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
+    mechanism = DPSGDMechanism.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
+    engine = VectorizedDPSGD("digits-mlp", mechanism, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
                              options=CPU)
     good = [Candidate(lr=0.5, clip=1.0, seed=5), Candidate(lr=1.0, clip=2.0, seed=6)]
     bad = Candidate(lr=1e12, clip=1e30, seed=7)  # its first update overflows: the Opacus path raises DataFailure
     with pytest.raises(DataFailure):
-        DPSGDObjective("digits", "digits-mlp", plan, device="cpu")({"lr": bad.lr, "clip": bad.clip},
-                                                                   Run(0, bad.seed, None, 0, plan))
+        DPSGDObjective("digits", "digits-mlp", mechanism, device="cpu")({"lr": bad.lr, "clip": bad.clip},
+                                                                   Run(0, bad.seed, None, 0, mechanism).open())
     with_bad = engine.run([good[0], bad, good[1]]).results
     replaced = engine.run([good[0], Candidate(lr=0.1, clip=1.0, seed=8), good[1]]).results
     without = engine.run(good).results
@@ -298,7 +298,7 @@ def test_a_diverging_candidate_is_frozen_and_failed_without_touching_the_others(
     # Its first update overflowed, the loss of step 1 is non-finite: frozen there, one step taken and booked (as the
     # Opacus accountant, whose run raised DataFailure before step 1's optimizer step).
     assert with_bad[1].failure.startswith("non-finite training loss at step 1 ")
-    assert with_bad[1].booked.history == ((1.0, plan.sample_rate, 1),)
+    assert with_bad[1].booked.history == ((1.0, mechanism.sample_rate, 1),)
     for i, j in ((0, 0), (2, 1)):
         assert not with_bad[i].failed
         assert _same(with_bad[i].state_dict, replaced[i].state_dict)  # same K: bit-for-bit
@@ -307,10 +307,10 @@ def test_a_diverging_candidate_is_frozen_and_failed_without_touching_the_others(
 
 
 def test_booked_steps_are_checked_like_an_opacus_accountant() -> None:
-    plan = _plan(40, 8)
-    check_budget(engine_module.Booked(((1.0, plan.sample_rate, plan.steps),)), plan)
+    mechanism = _mechanism(40, 8)
+    check_budget(engine_module.Booked(((1.0, mechanism.sample_rate, mechanism.steps),)), mechanism)
     with pytest.raises(BudgetExceeded):
-        check_budget(engine_module.Booked(((1.0, plan.sample_rate, plan.steps + 1),)), plan)
+        check_budget(engine_module.Booked(((1.0, mechanism.sample_rate, mechanism.steps + 1),)), mechanism)
 
 
 # -- what is refused --------------------------------------------------------------------------------------------------
@@ -336,13 +336,13 @@ def test_unsupported_modules_are_refused_in_one_line(model: nn.Module, named: st
 
 
 def test_the_engine_refuses_batchnorm_before_touching_data() -> None:
-    plan = _plan(40, 8)
+    mechanism = _mechanism(40, 8)
     x, y = _data("mlp", 40)
     with pytest.raises(ValueError, match=r"'1' \(BatchNorm1d\)"):
-        VectorizedDPSGD(_seeded(lambda: nn.Sequential(nn.Flatten(), nn.BatchNorm1d(16))), plan, x, y, x, y,
+        VectorizedDPSGD(_seeded(lambda: nn.Sequential(nn.Flatten(), nn.BatchNorm1d(16))), mechanism, x, y, x, y,
                         options=CPU)
     with pytest.raises(ValueError, match="secure"):
-        VectorizedDPSGD(_seeded(_mlp), DPSGDPlan(sigma=1.0, batch_size=8, epochs=1, n_train=40, secure_mode=True),
+        VectorizedDPSGD(_seeded(_mlp), DPSGDMechanism(sigma=1.0, batch_size=8, epochs=1, n_train=40, secure_mode=True),
                         x, y, x, y, options=CPU)
 
 
@@ -350,10 +350,10 @@ def test_the_engine_refuses_batchnorm_before_touching_data() -> None:
 
 
 def test_the_padded_batch_is_a_function_of_public_quantities_and_never_truncates() -> None:
-    plan = _plan(200, 10)
+    mechanism = _mechanism(200, 10)
     x, y = _data("mlp", 200, seed=1)
     x2, y2 = _data("mlp", 200, seed=2)
-    a, b = _engine("mlp", plan, x, y), _engine("mlp", plan, x2 * 100, y2)
+    a, b = _engine("mlp", mechanism, x, y), _engine("mlp", mechanism, x2 * 100, y2)
     assert [a.physical_batch_size(k) for k in (1, 8, 32)] == [b.physical_batch_size(k) for k in (1, 8, 32)]
     assert physical_batch_size(200, 0.05, 4, example_bytes=1000, memory_bytes=10**9) >= 1
     masks = torch.zeros((1, 3, 200), dtype=torch.bool)
@@ -377,12 +377,12 @@ def test_every_generator_is_seeded_from_a_candidate_seed(monkeypatch: pytest.Mon
         seeds.append(("init", int(seed)))
         return real_manual_seed(seed)
 
-    plan = _plan(30, 5)
+    mechanism = _mechanism(30, 5)
     x, y = _data("mlp", 30)
     candidates = [Candidate(lr=0.1, clip=1.0, seed=s) for s in (123, 456)]
     monkeypatch.setattr(torch, "Generator", RecordingGenerator)
     monkeypatch.setattr(torch, "manual_seed", manual_seed)
-    VectorizedDPSGD(_seeded(_mlp), plan, x, y, x, y, options=CPU).run(candidates)
+    VectorizedDPSGD(_seeded(_mlp), mechanism, x, y, x, y, options=CPU).run(candidates)
     allowed = {("sampling or noise", run_stream_seed(c.seed, stream)) for c in candidates
                for stream in (SAMPLING_STREAM, NOISE_STREAM)}
     allowed |= {("init", run_stream_seed(c.seed, INIT_STREAM)) for c in candidates}
@@ -392,9 +392,9 @@ def test_every_generator_is_seeded_from_a_candidate_seed(monkeypatch: pytest.Mon
 
 
 def test_the_default_pass_size_is_32_on_cpu_and_overridable() -> None:
-    plan = DPSGDPlan.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=1)
-    assert default_pass_size("digits-mlp", plan, (1, 8, 8), device="cpu") == 32
-    assert default_pass_size("digits-mlp", plan, (1, 8, 8), device="cpu", max_size=8) == 8
+    mechanism = DPSGDMechanism.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=1)
+    assert default_pass_size("digits-mlp", mechanism, (1, 8, 8), device="cpu") == 32
+    assert default_pass_size("digits-mlp", mechanism, (1, 8, 8), device="cpu", max_size=8) == 8
 
 
 def test_candidates_and_options_are_validated() -> None:
@@ -404,11 +404,11 @@ def test_candidates_and_options_are_validated() -> None:
             Candidate(**bad)
     with pytest.raises(ValueError):
         EngineOptions(physical_batch_size=0)
-    plan = _plan(30, 5)
+    mechanism = _mechanism(30, 5)
     x, y = _data("mlp", 30)
     with pytest.raises(ValueError, match="n_train"):
-        _engine("mlp", plan, x[:20], y[:20])
-    assert np.isfinite(_engine("mlp", plan, x, y).example_bytes)
+        _engine("mlp", mechanism, x[:20], y[:20])
+    assert np.isfinite(_engine("mlp", mechanism, x, y).example_bytes)
 
 
 # -- CUDA -------------------------------------------------------------------------------------------------------------
@@ -418,15 +418,15 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @needs_cuda
 def test_cuda_alone_equals_in_a_pass_and_matches_the_cuda_opacus_run() -> None:
-    plan = DPSGDPlan.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
-    engine = VectorizedDPSGD("digits-mlp", plan, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
+    mechanism = DPSGDMechanism.from_splits(DIGITS, sigma=1.0, batch_size=64, epochs=2)
+    engine = VectorizedDPSGD("digits-mlp", mechanism, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
                              options=EngineOptions(device="cuda"))
     candidates = [Candidate(lr=0.5 + 0.1 * k, clip=1.0, seed=300 + k) for k in range(4)]
     together = engine.run(candidates).results
     alone = engine.run(candidates[:1]).results[0]
     assert _same(alone.state_dict, together[0].state_dict, atol=1e-5)
-    objective = DPSGDObjective("digits", "digits-mlp", plan, device="cuda")
-    _, trained = objective({"lr": candidates[0].lr, "clip": 1.0}, Run(0, candidates[0].seed, None, 0, plan))
+    objective = DPSGDObjective("digits", "digits-mlp", mechanism, device="cuda")
+    _, trained = objective({"lr": candidates[0].lr, "clip": 1.0}, Run(0, candidates[0].seed, None, 0, mechanism).open())
     torch.testing.assert_close(alone.state_dict, dict(trained.state_dict), rtol=1e-4, atol=1e-4)
 
 
@@ -434,10 +434,10 @@ def test_cuda_alone_equals_in_a_pass_and_matches_the_cuda_opacus_run() -> None:
 def test_cuda_chunking_and_failures() -> None:
     n = 60
     x, y = _data("cnn", n)
-    plan = _plan(n, 6, epochs=2)
+    mechanism = _mechanism(n, 6, epochs=2)
     candidates = [Candidate(lr=0.2, clip=0.5, seed=1), Candidate(lr=1e12, clip=1e30, seed=2)]
-    a = VectorizedDPSGD(_seeded(_cnn), plan, x, y, x, y, options=EngineOptions(device="cuda")).run(candidates)
-    b = VectorizedDPSGD(_seeded(_cnn), plan, x, y, x, y,
+    a = VectorizedDPSGD(_seeded(_cnn), mechanism, x, y, x, y, options=EngineOptions(device="cuda")).run(candidates)
+    b = VectorizedDPSGD(_seeded(_cnn), mechanism, x, y, x, y,
                         options=EngineOptions(device="cuda", physical_batch_size=2)).run(candidates)
     assert a.results[1].failed and b.results[1].failed and not a.results[0].failed
     assert _same(a.results[0].state_dict, b.results[0].state_dict, atol=1e-5)

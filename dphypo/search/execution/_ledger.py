@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.validation import check_positive_int
 
 __all__ = ["WorkerLost"]
 
@@ -51,13 +52,11 @@ class _ExecutorBase:
 
 
 def _check_workers(workers: int | None) -> None:
-    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
-        raise ValueError(f"workers must be a positive integer or None, got {workers!r}")
+    check_positive_int("workers", workers, optional=True)
 
 
 def _check_attempts(max_attempts: int) -> None:
-    if not (isinstance(max_attempts, int) and max_attempts >= 1):
-        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    check_positive_int("max_attempts", max_attempts)
 
 
 class _Ledger:

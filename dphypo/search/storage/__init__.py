@@ -11,8 +11,8 @@ from dphypo.search.storage.base import (
     Journal,
     JournalError,
     JournalMismatch,
-    SealedPlan,
-    plan_digest,
+    SealedSearch,
+    seal_digest,
 )
 from dphypo.search.storage.memory import MemoryJournal
 from dphypo.search.storage.sqlite import CURATOR_WARNING, SQLiteJournal
@@ -25,6 +25,14 @@ __all__ = [
     "JournalMismatch",
     "MemoryJournal",
     "SQLiteJournal",
-    "SealedPlan",
-    "plan_digest",
+    "SealedSearch",
+    "seal_digest",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names this version renamed (issue #21) fail with one line naming their replacement."""
+    renamed = {"SealedPlan": "SealedSearch", "plan_digest": "seal_digest"}
+    if name in renamed:
+        raise AttributeError(f"dphypo.search.storage.{name} was renamed dphypo.search.storage.{renamed[name]}")
+    raise AttributeError(f"module 'dphypo.search.storage' has no attribute {name!r}")

@@ -1,6 +1,6 @@
-"""What the search needs of a journal (:class:`Journal`), its errors, and the sealed plan both journals share.
+"""What the search needs of a journal (:class:`Journal`), its errors, and the sealed search both journals share.
 
-A journal records one search: the **sealed plan** (configuration and the drawn T, fixed before any data is
+A journal records one search: the **sealed search** (configuration and the drawn T, fixed before any data is
 touched, privacy rule 2), every **attempt** of a run, the **incumbent's artifact**, and the **release**.
 :class:`~dphypo.search.storage.sqlite.SQLiteJournal` keeps it in a crash-safe file (a resumable search);
 :class:`~dphypo.search.storage.memory.MemoryJournal` keeps it in memory (a search without a file, and every
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.validation import check_non_negative_int
 from dphypo.search.records import Trial
 
 __all__ = [
@@ -23,8 +24,8 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalMismatch",
-    "SealedPlan",
-    "plan_digest",
+    "SealedSearch",
+    "seal_digest",
 ]
 
 #: Attempt states that touched the data without a usable output: charged to the budget, then re-run.
@@ -41,17 +42,17 @@ class JournalError(DphypoError, RuntimeError):
 
 
 class JournalMismatch(DphypoError, ValueError):
-    """The configuration of a resumed search differs from the journal's sealed plan."""
+    """The configuration of a resumed search differs from the journal's sealed search."""
 
 
 @dataclass(frozen=True)
-class SealedPlan:
+class SealedSearch:
     """The part of a search fixed before any data is touched.
 
     Attributes:
         config: Canonical JSON-ready description of the search (privacy, grid, strategy, seed, ...).
         run_count: The drawn T.
-        digest: SHA-256 of ``config`` and ``run_count`` (:func:`plan_digest`).
+        digest: SHA-256 of ``config`` and ``run_count`` (:func:`seal_digest`).
     """
 
     config: dict[str, Any]
@@ -63,16 +64,16 @@ class SealedPlan:
 class Journal(Protocol):
     """One search's record, as the loop and the tuner use it (NOT PRIVATE — curator only)."""
 
-    def sealed(self) -> SealedPlan | None:
-        """The sealed plan, or ``None`` for a journal no search has started yet."""
+    def sealed(self) -> SealedSearch | None:
+        """The sealed search, or ``None`` for a journal no search has started yet."""
         ...
 
-    def seal(self, config: dict[str, Any], run_count: int) -> SealedPlan:
-        """Write the plan and the drawn T (once; before any data is touched)."""
+    def seal(self, config: dict[str, Any], run_count: int) -> SealedSearch:
+        """Write the configuration and the drawn T (once; before any data is touched)."""
         ...
 
-    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedPlan:
-        """The sealed plan, after checking that ``config`` is the one it was sealed with (else JournalMismatch)."""
+    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedSearch:
+        """The sealed search, after checking that ``config`` is the one it was sealed with (else JournalMismatch)."""
         ...
 
     def start_attempt(self, number: int, grid_index: int, params: dict[str, Any]) -> int:
@@ -122,15 +123,14 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
-def plan_digest(config: dict[str, Any], run_count: int) -> str:
-    """SHA-256 hex digest of a sealed plan (canonical JSON of ``config`` and ``run_count``)."""
+def seal_digest(config: dict[str, Any], run_count: int) -> str:
+    """SHA-256 hex digest of a sealed search (canonical JSON of ``config`` and ``run_count``)."""
     return hashlib.sha256(canonical({"config": config, "run_count": run_count}).encode()).hexdigest()
 
 
 def check_run_count(run_count: Any) -> None:
     """Raise ``ValueError`` unless ``run_count`` is a non-negative integer."""
-    if isinstance(run_count, bool) or not isinstance(run_count, int) or run_count < 0:
-        raise ValueError(f"run_count must be a non-negative integer, got {run_count!r}")
+    check_non_negative_int("run_count", run_count)
 
 
 def check_status(status: str) -> None:
@@ -139,11 +139,11 @@ def check_status(status: str) -> None:
         raise ValueError(f"status must be done, data_failure, lost or error, got {status!r}")
 
 
-def mismatch(sealed: SealedPlan, config: dict[str, Any], ignore: tuple[str, ...], where: str) -> None:
+def mismatch(sealed: SealedSearch, config: dict[str, Any], ignore: tuple[str, ...], where: str) -> None:
     """Raise :class:`JournalMismatch` naming every field in which ``config`` differs from the sealed one.
 
     Args:
-        sealed: The sealed plan.
+        sealed: The sealed search.
         config: The caller's configuration (JSON-ready).
         ignore: Dotted field prefixes not compared (for an early check before every field is known).
         where: The journal, as named in the message.

@@ -15,12 +15,12 @@ from dphypo.search.records import Trial
 from dphypo.search.storage.base import (
     CHARGED_STATES,
     JournalError,
-    SealedPlan,
+    SealedSearch,
     canonical,
     check_run_count,
     check_status,
     mismatch,
-    plan_digest,
+    seal_digest,
 )
 
 __all__ = ["MemoryJournal"]
@@ -41,7 +41,7 @@ class MemoryJournal:
     """One search's journal in memory (a :class:`~dphypo.search.storage.Journal`; curator only)."""
 
     def __init__(self) -> None:
-        self._sealed: SealedPlan | None = None
+        self._sealed: SealedSearch | None = None
         self._attempts: list[_Attempt] = []
         self._incumbent: tuple[int, Any] | None = None
         self._release: dict[str, Any] | None = None
@@ -58,27 +58,27 @@ class MemoryJournal:
     def close(self) -> None:
         """Nothing to release (kept for the protocol)."""
 
-    def sealed(self) -> SealedPlan | None:
-        """The sealed plan, or ``None`` before :meth:`seal`."""
+    def sealed(self) -> SealedSearch | None:
+        """The sealed search, or ``None`` before :meth:`seal`."""
         return self._sealed
 
-    def seal(self, config: dict[str, Any], run_count: int) -> SealedPlan:
-        """Keep the plan and the drawn T (once)."""
+    def seal(self, config: dict[str, Any], run_count: int) -> SealedSearch:
+        """Keep the configuration and the drawn T (once)."""
         if self._sealed is not None:
             raise JournalError("the in-memory journal is already sealed")
         check_run_count(run_count)
         config = json.loads(canonical(config))  # exactly what the file journal would read back
-        self._sealed = SealedPlan(config, run_count, plan_digest(config, run_count))
+        self._sealed = SealedSearch(config, run_count, seal_digest(config, run_count))
         return self._sealed
 
-    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedPlan:
-        """The sealed plan, after checking that ``config`` is the one it was sealed with.
+    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedSearch:
+        """The sealed search, after checking that ``config`` is the one it was sealed with.
 
         Raises:
             JournalMismatch: Naming every field that differs.
         """
         if self._sealed is None:
-            raise JournalError("the in-memory journal has no sealed plan")
+            raise JournalError("the in-memory journal has no sealed search")
         mismatch(self._sealed, config, ignore, "in memory")
         return self._sealed
 

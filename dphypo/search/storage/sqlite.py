@@ -5,7 +5,7 @@ the accounted (ε, δ). ``dphypo release FILE`` prints the only part that may be
 
 What it holds, in the order a search writes it:
 
-1. the **sealed plan**, written once before any data is touched: the privacy configuration, grid, strategy,
+1. the **sealed search**, written once before any data is touched: the privacy configuration, grid, strategy,
    direction, seed, runs per update, a description of the objective, the drawn T, and a SHA-256 hash of all of it.
    On resume the caller's configuration must match it exactly, and T is read from it, never redrawn
    (privacy rule 2);
@@ -13,17 +13,17 @@ What it holds, in the order a search writes it:
    never retried: privacy rule 5; any exception the objective raises counts as one), or ``lost`` (its process
    or worker died) / ``error`` (the search was stopped while it ran: Ctrl-C, a budget overrun). Lost and errored
    attempts touched the data: the search's ε already charges up to ``max_lost`` of them up front
-   (:class:`~dphypo.privacy.PrivacyPlan`), and a search that would exceed that stops without a release; an
+   (:class:`~dphypo.privacy.PrivacyAccounting`), and a search that would exceed that stops without a release; an
    attempt still ``running`` when a search resumes was in flight when the process died and is marked ``lost``
    first;
 3. the **incumbent's artifact** (e.g. the trained model of the best run so far, pickled), so a search that died
    after its best run can still release it;
-4. the **release**: what may be published (params, score, ε, δ, accounting report, DP-SGD plan).
+4. the **release**: what may be published (params, score, ε, δ, accounting report, DP-SGD mechanism).
 
 SQLite commits every write atomically, so ``kill -9`` at any moment leaves a readable journal. The connection holds
 an exclusive lock while a search runs: a second process cannot resume the same journal concurrently.
 
-**Integrity.** Every stored value that can reach a release carries a SHA-256 chained to the sealed plan's: each
+**Integrity.** Every stored value that can reach a release carries a SHA-256 chained to the sealed search's: each
 attempt row, the incumbent's artifact (hashed as stored, before it is unpickled) and the release record. Opening
 a journal checks them all, so an edited score, model or release (or a bit flip on disk) is refused in one line
 (:class:`~dphypo.search.storage.JournalError`) instead of being released. The hashes are not a signature (whoever
@@ -48,12 +48,12 @@ from dphypo.search.records import Trial
 from dphypo.search.storage.base import (
     CHARGED_STATES,
     JournalError,
-    SealedPlan,
+    SealedSearch,
     canonical,
     check_run_count,
     check_status,
     mismatch,
-    plan_digest,
+    seal_digest,
 )
 
 __all__ = ["CURATOR_WARNING", "FORMAT", "VERSION", "SQLiteJournal"]
@@ -104,7 +104,7 @@ class SQLiteJournal:
         self._db = connection
         self.path = path
         self.read_only = read_only
-        self._seal_digest = ""  # the sealed plan's hash, which every row hash is chained to ("" before sealing)
+        self._seal_digest = ""  # the sealed search's hash, which every row hash is chained to ("" before sealing)
 
     # -- opening ---------------------------------------------------------------------------------------------
 
@@ -192,8 +192,8 @@ class SQLiteJournal:
             raise JournalError(f"{str(self.path)!r} has journal version {meta.get('version')}, this dphypo reads "
                                f"version {VERSION} only")
         sealed = self.sealed()
-        if sealed is not None and plan_digest(sealed.config, sealed.run_count) != sealed.digest:
-            raise JournalError(f"{str(self.path)!r} is corrupted: the sealed plan does not match its hash")
+        if sealed is not None and seal_digest(sealed.config, sealed.run_count) != sealed.digest:
+            raise JournalError(f"{str(self.path)!r} is corrupted: the sealed search does not match its hash")
         self._seal_digest = "" if sealed is None else sealed.digest
         self._check_attempts()
         self._check_incumbent()
@@ -220,7 +220,7 @@ class SQLiteJournal:
             raise self._damaged("the release record")
 
     def _row_digest(self, kind: str, *values: Any) -> str:
-        """SHA-256 of a row's stored values, chained to the sealed plan's hash (rows cannot move between files)."""
+        """SHA-256 of a row's stored values, chained to the sealed search's hash (rows cannot move between files)."""
         return hashlib.sha256(canonical([self._seal_digest, kind, *values]).encode()).hexdigest()
 
     def _blob_digest(self, number: int, blob: bytes | None) -> str:
@@ -242,31 +242,31 @@ class SQLiteJournal:
         if self.read_only:
             raise JournalError(f"{str(self.path)!r} was opened read-only; nothing was written")
 
-    # -- the sealed plan ---------------------------------------------------------------------------------------
+    # -- the sealed search ---------------------------------------------------------------------------------------
 
-    def sealed(self) -> SealedPlan | None:
-        """The sealed plan, or ``None`` for a journal no search has started yet."""
+    def sealed(self) -> SealedSearch | None:
+        """The sealed search, or ``None`` for a journal no search has started yet."""
         row = self._db.execute("SELECT config, run_count, digest FROM plan WHERE id = 1").fetchone()
         if row is None:
             return None
-        return SealedPlan(json.loads(row[0]), int(row[1]), row[2])
+        return SealedSearch(json.loads(row[0]), int(row[1]), row[2])
 
-    def seal(self, config: dict[str, Any], run_count: int) -> SealedPlan:
-        """Write the plan and the drawn T (once; before any data is touched)."""
+    def seal(self, config: dict[str, Any], run_count: int) -> SealedSearch:
+        """Write the configuration and the drawn T (once; before any data is touched)."""
         self._writable()
         if self.sealed() is not None:
             raise JournalError(f"{str(self.path)!r} is already sealed")
         check_run_count(run_count)
         config = json.loads(canonical(config))  # exactly what a later read returns
-        digest = plan_digest(config, run_count)
+        digest = seal_digest(config, run_count)
         with self._db:
             self._db.execute("INSERT INTO plan (id, config, run_count, digest, sealed_at) VALUES (1, ?, ?, ?, ?)",
                              (canonical(config), run_count, digest, time.time()))
         self._seal_digest = digest
-        return SealedPlan(config, run_count, digest)
+        return SealedSearch(config, run_count, digest)
 
-    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedPlan:
-        """The sealed plan, after checking that ``config`` is the configuration it was sealed with.
+    def verify(self, config: dict[str, Any], *, ignore: tuple[str, ...] = ()) -> SealedSearch:
+        """The sealed search, after checking that ``config`` is the configuration it was sealed with.
 
         Args:
             config: The caller's configuration (JSON-ready).
@@ -277,7 +277,7 @@ class SQLiteJournal:
         """
         sealed = self.sealed()
         if sealed is None:
-            raise JournalError(f"{str(self.path)!r} has no sealed plan")
+            raise JournalError(f"{str(self.path)!r} has no sealed search")
         mismatch(sealed, config, ignore, repr(str(self.path)))
         return sealed
 

@@ -11,20 +11,21 @@ runs DP-SGD (Abadi et al. 2016, "Deep Learning with Differential Privacy") exact
 et al. 2021, "Opacus: User-Friendly Differential Privacy Library in PyTorch"; ``DPDataLoader`` with Poisson
 sampling and ``DPOptimizer``, Opacus 1.6):
 
-1. ``plan.steps`` = ``plan.epochs × plan.steps_per_epoch`` steps; at each, a Poisson batch: every training example
-   independently with probability ``1 / plan.batches_per_epoch`` (Opacus's ``1 / len(data_loader)``), drawn from
+1. ``mechanism.steps`` = ``mechanism.epochs × mechanism.steps_per_epoch`` steps; at each, a Poisson batch: every
+training example
+   independently with probability ``1 / mechanism.batches_per_epoch`` (Opacus's ``1 / len(data_loader)``), drawn from
    the candidate's own sampling generator, call for call as the ``DPDataLoader`` draws it;
 2. each selected example's gradient of its cross-entropy loss, clipped to the candidate's norm C with Opacus's
    factor ``min(1, C / (‖g_i‖ + 1e-6))`` (``DPOptimizer.clip_and_accumulate``), and summed;
 3. Gaussian noise N(0, σ²C²) added to every parameter's sum, drawn parameter by parameter in ``parameters()`` order
    from the candidate's own noise generator (``DPOptimizer.add_noise``);
-4. division by Opacus's expected batch size ``int(n * plan.sample_rate)`` (``PrivacyEngine.make_private``);
+4. division by Opacus's expected batch size ``int(n * mechanism.sample_rate)`` (``PrivacyEngine.make_private``);
 5. the candidate's SGD step (its learning rate; momentum as ``torch.optim.SGD``).
 
-That is the Poisson-subsampled Gaussian mechanism at the plan's σ and rate, composed ``plan.steps`` times, which
-:meth:`~dphypo.train.plan.DPSGDPlan.training_rdp` charges (the accountant books the rate ``plan.sample_rate`` ≥ the
-sampling rate, as it does for Opacus). A batch larger than the fixed padded size is processed in several chunks
-and never truncated; padded rows hold a public zero example with weight 0.
+That is the Poisson-subsampled Gaussian mechanism at the mechanism's σ and rate, composed ``mechanism.steps`` times,
+which :meth:`~dphypo.train.mechanism.DPSGDMechanism.training_rdp` charges (the accountant books the rate
+``mechanism.sample_rate`` ≥ the sampling rate, as it does for Opacus). A batch larger than the fixed padded size is
+processed in several chunks and never truncated; padded rows hold a public zero example with weight 0.
 
 **Randomness** (privacy rule 6): each candidate's initialisation, Poisson batches and noise come from
 ``run_stream_seed(seed, INIT_STREAM / SAMPLING_STREAM / NOISE_STREAM)`` of its own secret run seed (explicit
@@ -42,14 +43,14 @@ module. Plain SGD (with optional momentum) only; secure mode (CSPRNG) is not ava
 
 Typical use::
 
-    from dphypo.train import DPSGDPlan, load_dataset
+    from dphypo.train import DPSGDMechanism, load_dataset
     from dphypo.train.vectorized import Candidate, VectorizedDPSGD
 
     splits = load_dataset("digits")
-    plan = DPSGDPlan.from_splits(splits, sigma=1.0, batch_size=64, epochs=10)
-    engine = VectorizedDPSGD("digits-mlp", plan, splits.x_train, splits.y_train, splits.x_val, splits.y_val)
+    mechanism = DPSGDMechanism.from_splits(splits, sigma=1.0, batch_size=64, epochs=10)
+    engine = VectorizedDPSGD("digits-mlp", mechanism, splits.x_train, splits.y_train, splits.x_val, splits.y_val)
     result = engine.run([Candidate(lr=lr, clip=1.0, seed=run_seed) for lr, run_seed in ...])  # secret run seeds
-    for r in result.results:  # r.failed -> score worst; else plan.private_score(run, r.correct)
+    for r in result.results:  # r.failed -> score worst; else mechanism.private_score(run, r.correct)
         ...
 """
 

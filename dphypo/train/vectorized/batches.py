@@ -3,12 +3,12 @@
 Opacus 1.6 (``opacus/data_loader.py``, ``opacus/utils/uniform_sampler.py``, ``opacus/privacy_engine.py``):
 
 * ``DPDataLoader.from_data_loader(loader)`` samples at rate ``1 / len(loader)`` (``len(loader)`` =
-  ``plan.batches_per_epoch``), and its ``UniformWithReplacementSampler`` yields ``int(1 / rate)`` batches per epoch
-  (``plan.steps_per_epoch``), each ``torch.rand(n, generator=g) < rate``: every example independently;
+  ``mechanism.batches_per_epoch``), and its ``UniformWithReplacementSampler`` yields ``int(1 / rate)`` batches per epoch
+  (``mechanism.steps_per_epoch``), each ``torch.rand(n, generator=g) < rate``: every example independently;
 * each epoch, torch's ``DataLoader`` iterator first draws a base seed ``torch.empty((), dtype=torch.int64)
   .random_(generator=g)`` from the same generator (``torch/utils/data/dataloader.py``), then the sampler draws;
 * the ``DPOptimizer`` divides the noisy sum by ``expected_batch_size = int(len(dataset) * sample_rate)`` with
-  ``sample_rate = 1 / len(dp_loader)`` (``plan.sample_rate``, the rate the accountant books).
+  ``sample_rate = 1 / len(dp_loader)`` (``mechanism.sample_rate``, the rate the accountant books).
 
 :func:`epoch_masks` replays these draws call for call on each candidate's own sampling generator, so a candidate
 seeded like a run of the Opacus path (``run_stream_seed(seed, SAMPLING_STREAM)``) gets the very same batches.

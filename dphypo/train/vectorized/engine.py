@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from dphypo._threads import torch_threads
+from dphypo.privacy.validation import check_non_negative_int, check_positive, check_positive_int, is_real
+from dphypo.train.mechanism import INIT_STREAM, NOISE_STREAM, SAMPLING_STREAM, DPSGDMechanism, run_stream_seed
 from dphypo.train.models import MODELS, make_model
-from dphypo.train.plan import INIT_STREAM, NOISE_STREAM, SAMPLING_STREAM, DPSGDPlan, run_stream_seed
 from dphypo.train.vectorized.batches import (
     epoch_masks,
     expected_batch_size,
@@ -54,9 +53,6 @@ CLIP_EPS = 1e-6
 ModelSpec = str | Callable[[int], nn.Module]
 
 
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -67,7 +63,7 @@ class Candidate:
         clip: Per-example clipping norm C > 0.
         seed: The run seed sᵢ (secret: the caller derives it from the search's secret entropy, e.g. ``run.seed``).
             The engine derives the candidate's initialisation, Poisson-sampling and noise streams from it with
-            :func:`~dphypo.train.plan.run_stream_seed` and the ``*_STREAM`` ids, exactly as the Opacus path does.
+            :func:`~dphypo.train.mechanism.run_stream_seed` and the ``*_STREAM`` ids, exactly as the Opacus path does.
         momentum: SGD momentum in [0, 1) (0: plain SGD, dphypo's default).
     """
 
@@ -77,13 +73,10 @@ class Candidate:
     momentum: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (_is_real(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        if not (_is_real(self.clip) and self.clip > 0):
-            raise ValueError(f"clip must be a finite number > 0, got {self.clip!r}")
-        if not (isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool) and self.seed >= 0):
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if not (_is_real(self.momentum) and 0 <= self.momentum < 1):
+        check_positive("lr", self.lr)
+        check_positive("clip", self.clip)
+        check_non_negative_int("seed", self.seed)
+        if not (is_real(self.momentum) and 0 <= float(self.momentum) < 1):
             raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
         object.__setattr__(self, "lr", float(self.lr))
         object.__setattr__(self, "clip", float(self.clip))
@@ -114,9 +107,7 @@ class EngineOptions:
             torch.device(self.device)  # raises on a malformed device string
         for name in ("physical_batch_size", "memory_bytes", "threads"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-                                          and int(value) >= 1):
-                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+            check_positive_int(name, value, optional=True)
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,7 @@ class Booked:
     """The privacy a candidate's training booked, in the shape of an Opacus accountant history.
 
     ``history`` is ``[(noise_multiplier, sample_rate, steps)]`` as Opacus's ``RDPAccountant`` records it, and
-    :attr:`accountant` returns ``self``, so :func:`dphypo.train.plan.check_budget` accepts the object as an engine
+    :attr:`accountant` returns ``self``, so :func:`dphypo.train.mechanism.check_budget` accepts the object as an engine
     (``run.engines.append(result.booked)``; ``run.check_budget()``).
     """
 
@@ -148,8 +139,8 @@ class CandidateResult:
             score worst and not be retried (privacy rule 5). Its ``state_dict`` and ``correct`` mean nothing.
         failure: What failed and when (``None`` unless ``failed``).
         correct: Correct validation predictions (0 when ``failed``): the count to privatise with
-            :meth:`DPSGDPlan.private_score` / :func:`~dphypo.train.plan.private_accuracy`.
-        booked: The noisy steps the candidate took (``plan.steps`` unless it failed earlier).
+            :meth:`DPSGDMechanism.private_score` / :func:`~dphypo.train.mechanism.private_accuracy`.
+        booked: The noisy steps the candidate took (``mechanism.steps`` unless it failed earlier).
     """
 
     candidate: Candidate
@@ -243,25 +234,25 @@ class VectorizedDPSGD:
         model: A name of :data:`~dphypo.train.models.MODELS` or a callable ``seed -> nn.Module`` building the
             model with a seeded initialisation (as :func:`~dphypo.train.models.make_model` does); it must compile
             (:func:`~dphypo.train.vectorized.layers.compile_model`), else a one-line ``ValueError`` names the module.
-        plan: The DP-SGD plan (σ, batch size, epochs; ``plan.secure_mode`` is refused: no CSPRNG here).
+        mechanism: The DP-SGD mechanism (σ, batch size, epochs; ``mechanism.secure_mode`` is refused: no CSPRNG here).
         x_train: Training inputs ``(n, *input_shape)`` (float32 images, or integer tokens for an Embedding).
         y_train: Labels ``(n,)``.
         x_val: Validation inputs ``(m, *input_shape)``.
         y_val: Labels ``(m,)``.
         num_classes: Output size of a named model.
         options: Device, chunk size, memory budget, threads.
-        nominal_n_train: Accept ``len(x_train) != plan.n_train`` (the subsampled-tuning protocol of
-            :meth:`~dphypo.train.objective.DPSGDObjective.with_subset`: the rate and step count stay the plan's; the
-            divisor is Opacus's ``int(len(x_train) * plan.sample_rate)``).
+        nominal_n_train: Accept ``len(x_train) != mechanism.n_train`` (the subsampled-tuning protocol of
+            :meth:`~dphypo.train.objective.DPSGDObjective.with_subset`: the rate and step count stay the mechanism's;
+            the divisor is Opacus's ``int(len(x_train) * mechanism.sample_rate)``).
 
     Raises:
-        ValueError: An unsupported model (one line naming the module), a secure-mode plan, or mismatched data.
+        ValueError: An unsupported model (one line naming the module), a secure-mode mechanism, or mismatched data.
     """
 
     def __init__(
         self,
         model: ModelSpec,
-        plan: DPSGDPlan,
+        mechanism: DPSGDMechanism,
         x_train: np.ndarray | Tensor,
         y_train: np.ndarray | Tensor,
         x_val: np.ndarray | Tensor,
@@ -271,12 +262,12 @@ class VectorizedDPSGD:
         options: EngineOptions | None = None,
         nominal_n_train: bool = False,
     ) -> None:
-        if not isinstance(plan, DPSGDPlan):
-            raise ValueError(f"plan must be a DPSGDPlan, got {plan!r}")
-        if plan.secure_mode:
-            raise ValueError("the vectorised engine has no cryptographically secure generator: run secure-mode plans "
-                             "through Opacus (DPSGDObjective)")
-        self.plan = plan
+        if not isinstance(mechanism, DPSGDMechanism):
+            raise ValueError(f"mechanism must be a DPSGDMechanism, got {mechanism!r}")
+        if mechanism.secure_mode:
+            raise ValueError("the vectorised engine has no cryptographically secure generator: run secure-mode "
+                             "mechanisms through Opacus (DPSGDObjective)")
+        self.mechanism = mechanism
         self.options = options or EngineOptions()
         self.device = _resolve_device(self.options.device)
         self._build = _builder(model, num_classes)
@@ -291,9 +282,9 @@ class VectorizedDPSGD:
                              f"{tuple(xv.shape[1:])}")
         if len(xt) == 0:
             raise ValueError("x_train is empty")
-        if not nominal_n_train and len(xt) != plan.n_train:
-            raise ValueError(f"len(x_train) = {len(xt)} but plan.n_train = {plan.n_train}; build the plan with "
-                             "DPSGDPlan.from_splits (or pass nominal_n_train=True for a subsample)")
+        if not nominal_n_train and len(xt) != mechanism.n_train:
+            raise ValueError(f"len(x_train) = {len(xt)} but mechanism.n_train = {mechanism.n_train}; build the "
+                             "mechanism with DPSGDMechanism.from_splits (or pass nominal_n_train=True for a subsample)")
         self.n = len(xt)
         self.input_shape = tuple(xt.shape[1:])
         # Row n is the public padding example (zeros): padded rows never touch a private record.
@@ -309,10 +300,11 @@ class VectorizedDPSGD:
             self.memory_bytes = int(min(0.4 * free, 16 * 2**30))
         else:
             self.memory_bytes = CPU_MEMORY_BYTES
-        self.rate = poisson_rate(plan.batches_per_epoch)
-        self.divisor = expected_batch_size(self.n, plan.sample_rate)
+        self.rate = poisson_rate(mechanism.batches_per_epoch)
+        self.divisor = expected_batch_size(self.n, mechanism.sample_rate)
         if self.divisor < 1:
-            raise ValueError(f"Opacus's expected batch size int({self.n} * {plan.sample_rate:g}) is 0 for this data")
+            raise ValueError(f"Opacus's expected batch size int({self.n} * {mechanism.sample_rate:g}) is 0 for this "
+                             "data")
 
     # -- public helpers ------------------------------------------------------------------------------------------
 
@@ -413,11 +405,11 @@ class VectorizedDPSGD:
         return count
 
     def _train(self, s: _PassState) -> int:
-        plan = self.plan
+        mechanism = self.mechanism
         total_chunks = 0
         step = 0
-        for epoch in range(plan.epochs):
-            for masks in epoch_masks(s.sampling, self.n, self.rate, plan.steps_per_epoch):
+        for epoch in range(mechanism.epochs):
+            for masks in epoch_masks(s.sampling, self.n, self.rate, mechanism.steps_per_epoch):
                 packs = self._pack(s, masks)
                 for t in range(masks.shape[0]):
                     s.sums.zero_()
@@ -508,7 +500,7 @@ class _PassState:
         self.buffer = torch.zeros_like(self.flat) if any(c.momentum for c in candidates) else None
         self.lr = torch.tensor([c.lr for c in candidates], dtype=self.flat.dtype, device=device)
         self.clip = torch.tensor([c.clip for c in candidates], dtype=self.flat.dtype, device=device)
-        self.std = [engine.plan.sigma * c.clip for c in candidates]  # Opacus: noise_multiplier * max_grad_norm
+        self.std = [engine.mechanism.sigma * c.clip for c in candidates]  # Opacus: noise_multiplier * max_grad_norm
         self.sampling = [torch.Generator().manual_seed(run_stream_seed(c.seed, SAMPLING_STREAM)) for c in candidates]
         self.noise_generators = [
             torch.Generator(device=device).manual_seed(run_stream_seed(c.seed, NOISE_STREAM)) for c in candidates
@@ -551,7 +543,7 @@ class _PassState:
         steps = self.steps.cpu().tolist()
         counts = correct.cpu().tolist()
         views = engine.model.views(flat)
-        spe = engine.plan.steps_per_epoch
+        spe = engine.mechanism.steps_per_epoch
         out = []
         for i, c in enumerate(self.candidates):
             failure = None
@@ -561,7 +553,8 @@ class _PassState:
                 failure = f"non-finite model parameters after epoch {param_failure[i]}"
             failed = not active[i]
             state = {name: v[i].clone() for name, v in zip(engine.model.names, views, strict=True)}
-            booked = Booked(((engine.plan.sigma, engine.plan.sample_rate, int(steps[i])),) if steps[i] else ())
+            booked = Booked(((engine.mechanism.sigma, engine.mechanism.sample_rate,
+                              int(steps[i])),) if steps[i] else ())
             out.append(CandidateResult(candidate=c, state_dict=state, failed=failed, failure=failure,
                                        correct=0 if failed else int(counts[i]), booked=booked))
         return tuple(out)
@@ -569,7 +562,7 @@ class _PassState:
 
 def default_pass_size(
     model: ModelSpec | nn.Module,
-    plan: DPSGDPlan,
+    mechanism: DPSGDMechanism,
     input_shape: Sequence[int],
     *,
     device: str | None = None,
@@ -586,7 +579,7 @@ def default_pass_size(
 
     Args:
         model: A model name, a builder ``seed -> nn.Module``, or a module (only its architecture is read).
-        plan: The DP-SGD plan.
+        mechanism: The DP-SGD mechanism.
         input_shape: One example's shape.
         device: As :class:`EngineOptions` (default CUDA when available).
         num_classes: Output size of a named model.
@@ -603,8 +596,8 @@ def default_pass_size(
     compiled = compile_model(template, dev)
     per_example = example_bytes(compiled, input_shape, torch.float32)
     budget = memory_bytes if memory_bytes is not None else 0.6 * torch.cuda.mem_get_info(dev)[0]
-    q = poisson_rate(plan.batches_per_epoch)
-    rows = plan.n_train * q + 4 * math.sqrt(plan.n_train * q * (1 - q)) + 1
+    q = poisson_rate(mechanism.batches_per_epoch)
+    rows = mechanism.n_train * q + 4 * math.sqrt(mechanism.n_train * q * (1 - q)) + 1
     per_candidate = 6 * 4 * compiled.n_params + rows * per_example
     return int(max(1, min(max_size, budget // per_candidate)))
 

@@ -1,7 +1,7 @@
 """The privacy plan shared by the tuner and the accountant, so T is drawn from exactly what is accounted.
 
-A :class:`PrivacyPlan` adds the per-candidate RDP curve and δ to a :class:`~dphypo.privacy.spec.SearchSpec`; it is
-the single object that both the tuner (to draw T) and the accountant (to report ε) read, so the two can never
+A :class:`PrivacyAccounting` adds the per-candidate RDP curve and δ to a :class:`~dphypo.privacy.spec.RepeatAndSelect`;
+it is the single object that both the tuner (to draw T) and the accountant (to report ε) read, so the two can never
 disagree (privacy rule 2).
 """
 
@@ -10,19 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from dphypo.privacy.accountant import account
 from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.privacy.charged import account_charged
 from dphypo.privacy.rdp import RdpCurve
-from dphypo.privacy.spec import PrivacyReport, SearchSpec, check_delta
+from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
+from dphypo.privacy.validation import check_delta, check_non_negative_int
 
-__all__ = ["PrivacyPlan"]
+__all__ = ["PrivacyAccounting"]
 
 
 @dataclass(frozen=True)
-class PrivacyPlan:
+class PrivacyAccounting:
     """Everything the accountant needs, shared with the tuner so T is drawn from exactly what is accounted.
 
     Args:
@@ -39,7 +38,7 @@ class PrivacyPlan:
             relaxation, opt-in) or ``"published"`` (DP-HyPO Theorem 1 as printed, opt-in).
     """
 
-    search: SearchSpec
+    search: RepeatAndSelect
     base: RdpCurve
     delta: float
     profile: Any = None
@@ -49,8 +48,7 @@ class PrivacyPlan:
     def __post_init__(self) -> None:
         check_delta(self.delta)
         check_adaptive_theorem(self.adaptive_theorem)
-        if isinstance(self.max_lost, bool) or not isinstance(self.max_lost, (int, np.integer)) or self.max_lost < 0:
-            raise ValueError(f"max_lost must be a non-negative integer, got {self.max_lost!r}")
+        check_non_negative_int("max_lost", self.max_lost)
         object.__setattr__(self, "max_lost", int(self.max_lost))
 
     def account(self) -> PrivacyReport:

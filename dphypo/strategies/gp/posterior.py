@@ -1,7 +1,7 @@
 """The GP posterior on the grid at fixed hyperparameters, conditioned exactly on one observation at a time.
 
-:func:`dphypo.strategies.surrogate.fit_surrogate` fits a GP's hyperparameters and returns its posterior as a
-:class:`GridPosterior`; between two fits, a GP session (:class:`dphypo.strategies.gpucb.GPUCBSession`) conditions
+:func:`dphypo.strategies.gp.fit.fit_surrogate` fits a GP's hyperparameters and returns its posterior as a
+:class:`GridPosterior`; between two fits, a GP session (:class:`dphypo.strategies.gp.session.GPSession`) conditions
 that posterior on each new observation instead of refitting. At fixed hyperparameters and a fixed ``Standardize``
 transform this is exact: the result equals the posterior computed from scratch on all observations (Rasmussen &
 Williams 2006, Alg. 2.1) up to round-off (``tests/strategies/test_posterior.py``), at O(R·n) per observation
@@ -209,7 +209,7 @@ class GridPosterior:
         factors = self._factors
         prior_column = factors.cross_kernel(factors.grid[point][:, None, :], lengthscale)[:, 0]
         width = int(self._rows[members].max())
-        factor = self._factor[at, :width]  # (k, R, n)
+        factor = self._member_rows(members, width)  # (k, R, n)
         at_point = factor[torch.arange(members.size), :, point]  # V[:, i] of each member, (k, R)
         column = prior_column - torch.bmm(at_point[:, None, :], factor)[:, 0]
         picked = column.gather(1, point[:, None])[:, 0]
@@ -219,6 +219,17 @@ class GridPosterior:
         self.mean[at] = mean + column * (residual / spread)[:, None]
         self.variance[at] = variance - column**2 / spread[:, None]
         self._append(members, column / spread.sqrt()[:, None])
+
+    def _member_rows(self, members: np.ndarray, width: int) -> torch.Tensor:
+        """The members' first ``width`` rows of V, shape ``(k, width, n)``: a view when they are consecutive.
+
+        The batched engine conditions its still-running members, a consecutive range; indexing by a tensor would
+        copy the whole (k, R, n) factor on every step (as much work as the update itself).
+        """
+        first, last = int(members[0]), int(members[-1])
+        if last - first + 1 == members.size and bool(np.all(np.diff(members) == 1)):
+            return self._factor[first : last + 1, :width]
+        return self._factor[torch.as_tensor(members), :width]
 
     def _append(self, members: np.ndarray, rows: torch.Tensor) -> None:
         """Add one row to each member's factor, compressing members that reach 2n rows."""

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-import dphypo.strategies.surrogate as surrogate
+import dphypo.strategies.gp.fit as surrogate
+import dphypo.strategies.gp.likelihood as likelihood
 from dphypo.space import SearchSpace
 from dphypo.strategies import GPUCB
-from dphypo.strategies.posterior import GridFactors, GridPosterior
-from dphypo.strategies.surrogate import fit_surrogate
+from dphypo.strategies.gp.fit import fit_surrogate
+from dphypo.strategies.gp.posterior import GridFactors, GridPosterior
+from tests.strategies._feed import batch_densities_after, density_after
 
 
 def _grid(lr: int = 8, clip: int = 5) -> np.ndarray:
@@ -31,7 +33,7 @@ def _from_scratch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior of all observations at the model's hyperparameters and standardisation, without conditioning."""
     targets = (torch.as_tensor(y) - model.loc[:, None]) / model.scale[:, None]
-    data = surrogate._Replicates.of(factors, idx, targets)
+    data = likelihood.Replicates.of(factors, idx, targets)
     reference, factorised = surrogate._marginal_posterior(
         factors, data.x, data.means, model.loc, model.scale, model.hyper, data.weights
     )
@@ -125,9 +127,9 @@ def test_refit_schedule_and_exact_conditioning_in_between(monkeypatch: pytest.Mo
     idx = rng.integers(0, space.size, size=20)
     y = _scores(np.asarray(space.unit_coordinates), idx, rng)
     for t in range(1, 21):
-        density = session.density(list(zip(idx[:t].tolist(), y[:t].tolist(), strict=True)))
+        density = density_after(session, list(zip(idx[:t].tolist(), y[:t].tolist(), strict=True)))
     assert counting.steps == [1, 2, 3, 5, 8, 12, 18]  # t = 1 is attempted and unusable (one observation)
-    model = session._model
+    model = session._batch._model
     assert model is not None
     mean, std = _from_scratch(GridFactors(np.asarray(space.unit_coordinates)), idx[None], y[None], model)
     loc, scale = model.standardization(np.array([0]))
@@ -144,25 +146,8 @@ def test_zero_growth_refits_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     idx = rng.integers(0, space.size, size=8)
     y = _scores(np.asarray(space.unit_coordinates), idx, rng)
     for t in range(1, 9):
-        session.density(list(zip(idx[:t].tolist(), y[:t].tolist(), strict=True)))
+        density_after(session, list(zip(idx[:t].tolist(), y[:t].tolist(), strict=True)))
     assert counting.steps == [1, 2, 3, 4, 5, 6, 7, 8]
-
-
-def test_a_different_history_refits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Observations that do not extend the ones the model holds are never conditioned on: the session refits."""
-    counting = _CountingFit()
-    monkeypatch.setattr(surrogate, "fit_surrogate", counting)
-    space = _space()
-    session = GPUCB(refit_growth=10.0).start(space, "maximize", seed=2)
-    rng = np.random.default_rng(2)
-    idx = rng.integers(0, space.size, size=6)
-    y = _scores(np.asarray(space.unit_coordinates), idx, rng)
-    observations = list(zip(idx.tolist(), y.tolist(), strict=True))
-    session.density(observations[:4])
-    session.density(observations[:5])  # extends: conditioned
-    changed = [*observations[:2], (observations[2][0], observations[2][1] + 0.1), *observations[3:6]]
-    session.density(changed)
-    assert counting.steps == [4, 6]
 
 
 def test_batched_update_equals_one_member_sessions() -> None:
@@ -175,9 +160,9 @@ def test_batched_update_equals_one_member_sessions() -> None:
     batch = strategy.start_batch(space, "maximize", [7, 8, 9])
     singles = [strategy.start(space, "maximize", seed=s) for s in (7, 8, 9)]
     for t in range(15):
-        densities, _ = batch.update(np.arange(3), idx[:, :t], y[:, :t])
+        densities = batch_densities_after(batch, idx[:, :t], y[:, :t])
         for b, single in enumerate(singles):
-            one = single.density(list(zip(idx[b, :t].tolist(), y[b, :t].tolist(), strict=True)))
+            one = density_after(single, list(zip(idx[b, :t].tolist(), y[b, :t].tolist(), strict=True)))
             np.testing.assert_allclose(densities[b], one, rtol=1e-9, atol=1e-14)
 
 

@@ -7,11 +7,12 @@ import pytest
 from scipy import stats
 
 from dphypo.density import in_bounded_set
-from dphypo.privacy import PrivacyPlan, SearchSpec, account, gaussian_rdp, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, account, gaussian_rdp, geometric
 from dphypo.search.tuner import Tuner
 from dphypo.space import Float, SearchSpace
 from dphypo.strategies import GPUCB
-from dphypo.strategies.top_set import GPTopSet, near_best_probability
+from dphypo.strategies.gp.rules import GPTopSet, near_best_probability
+from tests.strategies._feed import density_after
 
 
 def test_near_best_probability_closed_form() -> None:
@@ -37,9 +38,9 @@ def test_the_density_favours_the_near_best_points_and_is_in_the_set() -> None:
     space = SearchSpace({"x": Float(0.0, 1.0, 20)})
     rule = GPTopSet(C=2.0, top_mass=0.1)  # the favoured set: 2 of 20 points
     session = rule.start(space, "maximize", seed=0)
-    np.testing.assert_allclose(session.density([]), space.prior)
+    np.testing.assert_allclose(density_after(session, []), space.prior)
     observations = [(i, float(-((i - 15) ** 2)) / 100.0) for i in (0, 5, 10, 14, 15, 16, 19)]
-    density = session.density(observations)
+    density = density_after(session, observations)
     assert in_bounded_set(density, space.prior, rule.C, rule.c)
     favoured = np.flatnonzero(np.isclose(density, rule.C * space.prior))
     assert favoured.size == 2 and set(favoured) <= {14, 15, 16}
@@ -50,10 +51,10 @@ def test_a_search_accounts_the_derived_c_and_pays_less_than_the_paper_bounds() -
     space = SearchSpace({"x": Float(0.0, 1.0, 8)})
     rule = GPTopSet(C=2.0, top_mass=0.05)
     base, runs = gaussian_rdp(4.0), geometric(0.2)
-    privacy = PrivacyPlan(SearchSpec(runs, rule.C, rule.c), base, 1e-5)
+    privacy = PrivacyAccounting(RepeatAndSelect(runs, rule.C, rule.c), base, 1e-5)
     result = Tuner(lambda params, run: -abs(params["x"] - 0.6), space, privacy, strategy=rule, seed=3).run()
     assert result.release.params is not None
-    paper = account(base, SearchSpec(runs, 2.0, 0.75), 1e-5).epsilon
+    paper = account(base, RepeatAndSelect(runs, 2.0, 0.75), 1e-5).epsilon
     assert result.release.epsilon < paper  # log(C/c) = 0.75 instead of log(8/3) = 0.98
     with pytest.raises(ValueError, match="differ"):
         Tuner(lambda params, run: 0.0, space, privacy, strategy=GPUCB(), seed=3)

@@ -11,10 +11,11 @@ from botorch.exceptions.errors import ModelFittingError
 from botorch.exceptions.warnings import OptimizationWarning
 from linear_operator.utils.errors import NotPSDError
 
-import dphypo.strategies.surrogate as surrogate
+import dphypo.strategies.gp.fit as surrogate
+import dphypo.strategies.gp.likelihood as likelihood
 from dphypo.space import SearchSpace
-from dphypo.strategies.posterior import GridPosterior
-from dphypo.strategies.surrogate import GridFactors, SurrogateFit, fit_surrogate
+from dphypo.strategies.gp.fit import SurrogateFit, fit_surrogate
+from dphypo.strategies.gp.posterior import GridFactors, GridPosterior
 
 #: Agreement with BoTorch's own ``fit_gpytorch_mll`` on the same model, relative to the scores' spread (mean) or
 #: to std itself: both follow scipy's L-BFGS-B iterates, so hyperparameters agree to ~1e-9, posteriors ~1e-11.
@@ -140,8 +141,8 @@ def test_closed_form_loss_is_botorchs_loss_closure() -> None:
         state[:, 1] = rng.normal(size=16)
         rows = list(range(0, 16, 2))
         expected_loss, expected_grad = reference(state[rows].copy(), batch_indices=rows)
-        data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
-        loss, grad = surrogate._NegativeMarginalLogLikelihood(model, data)(state[rows], rows)
+        data = likelihood.Replicates.of(GridFactors(grid), idx, model.train_targets)
+        loss, grad = likelihood.NegativeMarginalLogLikelihood(data)(state[rows], rows)
         np.testing.assert_allclose(loss, expected_loss, rtol=1e-12)
         np.testing.assert_allclose(grad, expected_grad, rtol=1e-9, atol=1e-12)
 
@@ -195,8 +196,8 @@ def test_members_that_botorch_would_retry_go_through_botorch(monkeypatch) -> Non
     idx, y = _data(grid, members=6, k=4, seed=4)
     original = surrogate._fit_lockstep
 
-    def failing_two(model, data, start):
-        hyper, status = original(model, data, start)
+    def failing_two(data, start):
+        hyper, status = original(data, start)
         status[[1, 4]] = 2
         return hyper, status
 
@@ -212,8 +213,8 @@ def test_members_that_botorch_would_retry_go_through_botorch(monkeypatch) -> Non
 def _retry_everyone(monkeypatch: pytest.MonkeyPatch) -> None:
     original = surrogate._fit_lockstep
 
-    def never_accepted(model, data, start):
-        hyper, status = original(model, data, start)
+    def never_accepted(data, start):
+        hyper, status = original(data, start)
         return hyper, np.full_like(status, 2)
 
     monkeypatch.setattr(surrogate, "_fit_lockstep", never_accepted)
@@ -375,7 +376,7 @@ def test_replicated_likelihood_factorises_exactly() -> None:
 
     grid, idx, y = _replicated(members=3, k=30, points=7, seed=5)
     model = _model(grid, idx, y)
-    data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
+    data = likelihood.Replicates.of(GridFactors(grid), idx, model.train_targets)
     noise, constant, lengthscale = 0.07, 0.2, torch.tensor([0.3, 0.6], dtype=torch.float64)
     for b in range(3):
         x, targets = torch.as_tensor(grid[idx[b]]), model.train_targets[b]
@@ -403,8 +404,8 @@ def test_replicated_loss_and_gradient_equal_botorchs_mll_on_all_observations() -
 
     grid, idx, y = _replicated(members=4, k=50, points=9, seed=6)
     model = _model(grid, idx, y)
-    data = surrogate._Replicates.of(GridFactors(grid), idx, model.train_targets)
-    loss = surrogate._NegativeMarginalLogLikelihood(model, data)
+    data = likelihood.Replicates.of(GridFactors(grid), idx, model.train_targets)
+    loss = likelihood.NegativeMarginalLogLikelihood(data)
     state = np.array([[0.05, 0.1, 0.4, 0.8], [0.3, -0.2, 0.2, 1.5], [1e-3, 0.0, 1.0, 0.1], [0.02, 0.5, 0.7, 0.7]])
     value, grad = loss(state, [0, 1, 2, 3])
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
@@ -428,7 +429,7 @@ def test_replicated_posterior_equals_the_full_data_posterior() -> None:
     grid, idx, y = _replicated(members=5, k=40, points=15, seed=7)
     factors = GridFactors(grid)
     model = _model(grid, idx, y)
-    data = surrogate._Replicates.of(factors, idx, model.train_targets)
+    data = likelihood.Replicates.of(factors, idx, model.train_targets)
     transform = model.outcome_transform
     offset, scale = transform.means.reshape(-1), transform.stdvs.reshape(-1)
     hyper = torch.tensor([[0.05, 0.1, 0.3, 0.5]] * 5, dtype=torch.float64) * torch.linspace(0.5, 2, 5)[:, None]
@@ -471,3 +472,19 @@ def test_warm_start_reaches_the_same_fit() -> None:
     assert np.array_equal(unset.mean, cold.mean)  # a non-finite start is BoTorch's default start
     with pytest.raises(ValueError, match="start"):
         fit_surrogate(grid, idx, y, seed=np.arange(4), start=np.zeros(3))
+
+
+def test_without_botorchs_batched_optimiser_every_member_is_fitted_by_fit_gpytorch_mll(monkeypatch) -> None:
+    """The batched L-BFGS-B is not documented BoTorch API: without it BoTorch's own fit is the explicit fallback."""
+    grid = _space_grid()
+    idx, y = _data(grid, members=3, k=5, seed=9)
+    batched = fit_surrogate(grid, idx, y, seed=np.arange(3) + 1)
+    monkeypatch.setattr(surrogate, "fmin_l_bfgs_b_batched", None)
+    fallback = fit_surrogate(grid, idx, y, seed=np.arange(3) + 1)
+    assert fallback.refitted.all() and not batched.refitted.any()
+    for b in range(3):
+        mean, std, _, _, _ = _botorch_reference(grid, idx[b], y[b], b + 1)
+        np.testing.assert_array_equal(fallback.mean[b], mean)
+        np.testing.assert_array_equal(fallback.std[b], std)
+    # the two paths fit the same model: same posterior up to the optimisers' tolerance
+    np.testing.assert_allclose(fallback.mean, batched.mean, rtol=1e-4, atol=1e-6)

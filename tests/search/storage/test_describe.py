@@ -14,27 +14,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.search.storage.describe import describe
 from dphypo.search.tuner import Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.strategies import GPTopSet, Uniform
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ADDRESS = re.compile(r"0x[0-9a-f]{6,}|object at")
 
 SCRIPT = """
 import json
-from dphypo.privacy import PrivacyPlan, SearchSpec, geometric
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.search.tuner import Tuner
 from dphypo.space import Grid, SearchSpace
 from dphypo.train import DPSGD, DPSGDObjective
-plan = DPSGD(batch_size=64, epochs=1, n_train=1079, n_val=359, score_noise=7.18).plan(0.9)
-privacy = PrivacyPlan(SearchSpec(geometric(0.2)), plan.rdp(), 1e-5, profile=plan.profile())
+mechanism = DPSGD(batch_size=64, epochs=1, n_train=1079, n_val=359, score_noise=7.18).mechanism(0.9)
+privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.2)), mechanism.rdp(), 1e-5, profile=mechanism.profile())
 space = SearchSpace({"lr": Grid((0.1, 0.3, 1.0, 3.0, 10.0), scale="log"), "clip": Grid((0.5, 1.0))})
-print(json.dumps(Tuner(DPSGDObjective("digits"), space, privacy, plan=plan, seed=3).sealed_config(1)))
+print(json.dumps(Tuner(DPSGDObjective("digits"), space, privacy, mechanism=mechanism, seed=3).sealed_config(1)))
 """
 
 
@@ -51,7 +51,7 @@ def test_the_sealed_configuration_of_a_uniform_dpsgd_search_is_the_same_in_every
     assert first == second
     text = json.dumps(first)
     assert not ADDRESS.search(text)
-    assert first["privacy"]["profile"]["sha256"] and first["privacy"]["profile"]["mechanism"]
+    assert first["privacy"]["profile"]["sha256"] and first["privacy"]["profile"]["event"]
     assert first["objective"]["dataset"] == "digits" and first["objective"]["type"].endswith("DPSGDObjective")
     assert first["space"]["axes"]["lr"]["values"] == [0.1, 0.3, 1.0, 3.0, 10.0]  # every value, nothing abridged
 
@@ -94,10 +94,10 @@ def test_describe_takes_dataclasses_arrays_and_paths_and_refuses_the_rest() -> N
 def test_every_strategy_and_a_profile_seal_without_reprs() -> None:
     curve = dpsgd_run_rdp(1.0, 0.1, 10, score_noise=5.0)
     space = SearchSpace({"x": Grid([0.1, 0.2, 0.3])})
-    for strategy, search in ((Uniform(), SearchSpec(geometric(0.2))),
-                             (GPTopSet(C=2.0), SearchSpec(geometric(0.2), 2.0, GPTopSet(C=2.0).c))):
+    for strategy, search in ((Uniform(), RepeatAndSelect(geometric(0.2))),
+                             (GPTopSet(C=2.0), RepeatAndSelect(geometric(0.2), 2.0, GPTopSet(C=2.0).c))):
         profile = dpsgd_run_profile(1.0, 0.1, 10, score_noise=5.0) if not search.adaptive else None
-        privacy = PrivacyPlan(search, curve, 1e-5, profile=profile)
+        privacy = PrivacyAccounting(search, curve, 1e-5, profile=profile)
         config = Tuner(lambda params, run: 0.0, space, privacy, strategy=strategy, seed=1).sealed_config(1)
         assert not ADDRESS.search(json.dumps(config))
         assert config["strategy"]["type"].endswith(type(strategy).__name__)

@@ -8,11 +8,11 @@ import torch
 from dphypo._threads import default_threads, torch_threads
 from dphypo.search.records import DataFailure, Run
 from dphypo.train.data import load_dataset
+from dphypo.train.mechanism import DPSGDMechanism
 from dphypo.train.objective import DPSGDObjective
-from dphypo.train.plan import DPSGDPlan
 
 SPLITS = load_dataset("digits")
-PLAN = DPSGDPlan.from_splits(SPLITS, sigma=1.0, batch_size=256, epochs=1, score_noise=2.0)
+PLAN = DPSGDMechanism.from_splits(SPLITS, sigma=1.0, batch_size=256, epochs=1, score_noise=2.0)
 OBJECTIVE = DPSGDObjective("digits", "digits-mlp", PLAN, device="cpu")
 
 
@@ -34,7 +34,7 @@ def test_a_training_runs_limited_and_restores_the_callers_count(three_threads, m
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.SGD, "step", step)
-    score, _ = OBJECTIVE({"lr": 1.0, "clip": 1.0}, Run(0, 7, None, 0, PLAN))
+    score, _ = OBJECTIVE({"lr": 1.0, "clip": 1.0}, Run(0, 7, None, 0, PLAN).open())
     assert 0.0 < score < 1.5
     assert seen and set(seen) == {default_threads()}
     assert torch.get_num_threads() == three_threads
@@ -42,7 +42,7 @@ def test_a_training_runs_limited_and_restores_the_callers_count(three_threads, m
 
 def test_a_training_that_fails_restores_the_callers_count(three_threads) -> None:
     with pytest.raises(DataFailure, match="non-finite"):
-        OBJECTIVE({"lr": 1e38, "clip": 1.0}, Run(0, 7, None, 0, PLAN))
+        OBJECTIVE({"lr": 1e38, "clip": 1.0}, Run(0, 7, None, 0, PLAN).open())
     assert torch.get_num_threads() == three_threads
 
 
