@@ -83,7 +83,7 @@ def bench(setting: Setting, rounds: int) -> None:
     def opacus(lr: float, clip: float) -> tuple[float, float]:
         start = time.perf_counter()
         try:
-            score, _ = objective({"lr": lr, "clip": clip}, Run(0, next(seeds), None, 0, mechanism))
+            score, _ = objective({"lr": lr, "clip": clip}, Run(0, next(seeds), None, 0, mechanism).open())
         except DataFailure:
             score = float("nan")
         return time.perf_counter() - start, float(score)

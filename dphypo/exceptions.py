@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dphypo.privacy.calibration import CalibrationError
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.heterogeneous import DominanceError
 from dphypo.privacy.profile_tuning import ProfileScopeError
 from dphypo.privacy.profiles import ProfileTooLargeError
 from dphypo.privacy.search_rdp import AdaptivePoissonError
 from dphypo.privacy.subsampled import SubsampledScopeError
+from dphypo.privacy.two_stage import TwoStageDesignError
 from dphypo.search.execution import WorkerLost
 from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.records import DataFailure, RunMisuse
@@ -27,6 +29,7 @@ __all__ = [
     "CalibrationError",
     "DataFailure",
     "DataNotFoundError",
+    "DominanceError",
     "DphypoError",
     "JournalError",
     "JournalMismatch",
@@ -35,5 +38,6 @@ __all__ = [
     "ProfileTooLargeError",
     "RunMisuse",
     "SubsampledScopeError",
+    "TwoStageDesignError",
     "WorkerLost",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import dphypo.train.objective as objective_module
+import dphypo.train.passes as passes_module
 from dphypo.api import tune, tune_subsampled
 from dphypo.privacy import Poisson, RepeatAndSelect, account, calibrate_sigma, geometric
 from dphypo.privacy.profiles import GaussianProfile
@@ -30,10 +31,10 @@ Q, BATCH, SCORE_NOISE = 0.25, 32, 5.0
 TRAINING = DPSGD(n_train=N_TRAIN, n_val=N_VAL, batch_size=BATCH, epochs=1, score_noise=SCORE_NOISE)
 
 
-def _tiny(**kw):
+def _tiny(engine=None, **kw):
     opts = dict(runs=geometric(1 / 3), strategy="uniform", seed=5, fraction=Q)
     opts.update(kw)
-    return tune_subsampled(DPSGDObjective("digits"), SPACE, TRAINING, **opts)
+    return tune_subsampled(DPSGDObjective("digits", engine=engine), SPACE, TRAINING, **opts)
 
 
 def _expected_plans(sigma: float, variant: int) -> tuple[DPSGDMechanism, DPSGDMechanism]:
@@ -68,7 +69,8 @@ def test_release_epsilon_is_the_kk_accountant_and_lr_is_transferred(variant: int
     assert release.epsilon < min(baseline, expected.full_data_epsilon)
 
 
-def test_tuning_runs_see_only_the_subset_and_the_final_run_its_complement(monkeypatch) -> None:
+@pytest.mark.parametrize("engine", ["opacus", "vectorized"])
+def test_tuning_runs_see_only_the_subset_and_the_final_run_its_complement(monkeypatch, engine) -> None:
     seen: list[tuple[str, np.ndarray]] = []
     real_train, real_eval = objective_module._train, objective_module.evaluate_accuracy
 
@@ -82,9 +84,19 @@ def test_tuning_runs_see_only_the_subset_and_the_final_run_its_complement(monkey
 
     monkeypatch.setattr(objective_module, "_train", spy_train)
     monkeypatch.setattr(objective_module, "evaluate_accuracy", spy_eval)
-    result = _tiny(sigma=1.0, variant=1)
+    if engine == "vectorized":  # the tuning runs' data is what their pass engine holds (issue #22)
+        real_engine = passes_module.VectorizedDPSGD
+
+        def spy_engine(model, mechanism, x_train, y_train, x_val, y_val, **kwargs):
+            seen.extend([("train", np.array(x_train)), ("val", np.array(x_val))])
+            return real_engine(model, mechanism, x_train, y_train, x_val, y_val, **kwargs)
+
+        monkeypatch.setattr(passes_module, "VectorizedDPSGD", spy_engine)
+        passes_module.engine_for.cache_clear()
+    result = _tiny(sigma=1.0, variant=1, engine=engine)
     runs = result.history.run_count
-    assert len(seen) == 2 * (runs + 1)  # every tuning run, then the final run
+    # every tuning run (the vectorised engine: one engine for all of them), then the final run
+    assert len(seen) == (2 * (runs + 1) if engine == "opacus" else 4) and runs >= 1
     subset_seed = _subset_seed_from(seen[0][1])
     tune_train = SPLITS.x_train[DataSubset(Q, subset_seed, "tune").mask(N_TRAIN)]
     tune_val = SPLITS.x_val[DataSubset(Q, subset_seed, "tune").mask(N_VAL, split="val")]

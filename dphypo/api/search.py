@@ -18,24 +18,32 @@ profile bound is proven for them).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Unpack
 
 from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, calibrate_sigma, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
+from dphypo.privacy.heterogeneous import calibrate_heterogeneous
 from dphypo.privacy.profiles import PldProfile, ProfileSkipped
-from dphypo.search.evaluation import Objective
+from dphypo.search.evaluation import Objective, lost_pass_error, pass_objective
+from dphypo.search.execution import Executor
 from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_options
+from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.tuner import SearchResult, Tuner
 from dphypo.space import SearchSpace
+from dphypo.space.privacy_axes import candidate_runs
 from dphypo.strategies import GPUCB, Strategy, Uniform
+from dphypo.train.heterogeneous import HeterogeneousDPSGD
 from dphypo.train.objective import check_dpsgd_space
 from dphypo.train.recipe import DPSGD
 
 if TYPE_CHECKING:
     from dphypo.train.mechanism import DPSGDMechanism
 
-__all__ = ["DEFAULT_RUNS", "profile_or_skipped", "resolve_strategy", "tune"]
+__all__ = ["DEFAULT_RUNS", "calibrated_sigma", "pass_options", "plan_privacy_axes", "profile_or_skipped",
+           "resolve_strategy", "tune"]
 
 #: Default run count: geometric with E[T] = 20 (a few minutes on a CPU for the digits demo).
 DEFAULT_RUNS = geometric(0.05)
@@ -103,6 +111,53 @@ def profile_or_skipped(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped
                                      score_noise=mechanism.score_noise)
 
 
+def pass_options(
+    objective: Objective, options: SearchOptions, search: RepeatAndSelect, training: DPSGD, max_lost: int,
+) -> tuple[SearchOptions, int]:
+    """The options of a search whose objective trains in passes, and the most runs one pass holds in flight.
+
+    A uniform search (whose density never changes) draws ``runs_per_update`` = the objective's pass size K at a
+    time unless ``runs_per_update`` is given: one uniform per candidate either way, so the same grid points are
+    drawn as run by run. K is ``objective.default_pass_size`` (its ``pass_size``, else 32 on a CPU and from free
+    memory on CUDA); with ``max_lost > 0`` and no explicit ``pass_size``, K is capped at ``max_lost`` so that one
+    kill -9 mid-pass stays covered. An adaptive search keeps its ``runs_per_update`` (each batch is one pass per
+    worker). Nothing here reads the data.
+
+    Args:
+        objective: The search's objective (anything but a :class:`~dphypo.search.evaluation.PassObjective` that
+            trains in passes is returned unchanged, with 1 run in flight).
+        options: The search's options.
+        search: The accounted search (``search.adaptive`` says whether densities change).
+        training: The DP-SGD settings (public sizes, for the pass size on CUDA).
+        max_lost: Lost attempts the search is accounted for.
+
+    Returns:
+        ``(options, k)``: the options to run with and the most runs one pass holds (lost together by a kill).
+
+    Raises:
+        ValueError: ``0 < max_lost <`` the pass size: a process killed mid-pass loses every run of the pass (each a
+            lost attempt), which ``max_lost`` could never cover, so the search is refused before any data is read.
+    """
+    trainer = pass_objective(objective)
+    if trainer is None:
+        return options, 1
+    k = options.runs_per_update
+    if k is None and not search.adaptive and callable(getattr(trainer, "default_pass_size", None)):
+        k = int(trainer.default_pass_size(training.mechanism(1.0)))  # type: ignore[attr-defined]  # σ-free
+        if max_lost > 0 and getattr(trainer, "pass_size", None) is None:
+            k = min(k, max_lost)
+        options = dataclasses.replace(options, runs_per_update=k)
+    workers = options.executor.workers if isinstance(options.executor, Executor) else 1
+    per_pass = math.ceil((k or workers) / workers)  # the Tuner's default k: one candidate per worker
+    if 0 < max_lost < per_pass:
+        raise ValueError(
+            f"max_lost must be ≥ the pass size {per_pass} (or 0): a process killed mid-pass loses all {per_pass} "
+            f"runs of the pass, got max_lost={max_lost}; set --max-lost ≥ {per_pass}, or train in smaller passes "
+            "(--pass-size, --runs-per-update)"
+        )
+    return options, per_pass
+
+
 def tune(
     objective: Objective,
     space: SearchSpace,
@@ -122,7 +177,11 @@ def tune(
     Args:
         objective: ``objective(params, run) -> score`` or ``(score, artifact)``; it must train through
             ``run.make_private(...)`` (so the planned σ and sampling rate are used and checked) and return
-            ``run.private_score(count)`` when ``training.score_noise`` is set.
+            ``run.private_score(count)`` when ``training.score_noise`` is set. The built-in
+            :class:`~dphypo.train.DPSGDObjective` trains in vectorised passes by default (its ``engine``): a uniform
+            search in passes of its ``default_pass_size`` K (``runs_per_update`` = K unless given), an adaptive one
+            a pass per batch of ``runs_per_update``; ``engine="opacus"`` trains run by run (see
+            :func:`pass_options`, docs/parallel.md).
         space: The grid (and prior) of hyperparameters.
         training: How every candidate trains (:class:`~dphypo.train.DPSGD`: batch size, epochs, public set sizes,
             score noise); σ is added by the search.
@@ -137,7 +196,8 @@ def tune(
         max_lost: Attempts the search may lose to a dead worker or process (kill -9, a lost Ray node) and still
             release; each is charged up front as one more released run, and ε and the calibrated σ include the
             charge whether or not it is used. One more loss stops the search without a release
-            (docs/parallel.md). Default 0: any loss stops the search.
+            (docs/parallel.md). Default 0: any loss stops the search. With passes, a kill loses every run of the
+            pass in flight, so a positive ``max_lost`` below the pass size is refused up front.
         options: How the search runs (:class:`~dphypo.search.options.SearchOptions`): ``direction``, the secret
             ``seed`` (default: 128 bits of fresh OS entropy, kept only in the curator-only history and journal),
             ``executor`` (``"sequential"``, ``"process"``, ``"ray"`` or an Executor), ``journal`` (a crash-safe
@@ -175,6 +235,15 @@ def tune(
     """
     run_options = resolve_options("tune", options, option_fields)
     chosen, search = checked_search(space, training, strategy, runs, epsilon=epsilon, sigma=sigma)
+    if space.changes_privacy:  # batch size / epochs axes: one σ_i per setting under one reference (rule 8)
+        candidates, privacy = plan_privacy_axes(space, training, search, epsilon=epsilon, delta=delta,
+                                                max_lost=max_lost)
+        largest = max(candidates.mechanisms, key=lambda m: m.batch_size)
+        sizing = dataclasses.replace(training, batch_size=largest.batch_size, epochs=largest.epochs)
+        run_options, in_flight = pass_options(objective, run_options, search, sizing, max_lost)
+        return _run_tuner(Tuner(objective, space, privacy, strategy=chosen, mechanism=candidates,
+                                options=run_options), in_flight)
+    run_options, in_flight = pass_options(objective, run_options, search, training, max_lost)
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
     profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
     if not search.adaptive:
@@ -190,8 +259,77 @@ def tune(
         tuner(training.mechanism(1.0 if sigma is None else sigma)).check_journal(
             ignore=("privacy.base", "privacy.profile", "mechanism"))
     if epsilon is not None:
-        sigma = calibrate_sigma(epsilon, delta, search, lambda s: training.mechanism(s).rdp(),
-                                profile_for_sigma=profile_for, max_lost=max_lost).sigma
+        sigma = calibrated_sigma(search, training, epsilon=epsilon, delta=delta, max_lost=max_lost)
     assert sigma is not None
     mechanism = training.mechanism(sigma)
-    return tuner(mechanism, None if profile_for is None else profile_for(sigma)).run()
+    return _run_tuner(tuner(mechanism, None if profile_for is None else profile_for(sigma)), in_flight)
+
+
+def calibrated_sigma(
+    search: RepeatAndSelect, training: DPSGD, *, epsilon: float, delta: float, max_lost: int = 0
+) -> float:
+    """The smallest σ whose whole search meets (ε, δ): every valid bound, the profile ones for a uniform search.
+
+    What :func:`tune` trains with (and ``dphypo tune --dry-run`` prints) for a space whose axes do not change a run's
+    privacy; :func:`~dphypo.privacy.calibrate_sigma` on ``training``'s per-run curve and, for a uniform search, its
+    PLD (the profile bounds are proven for uniform searches only, KRW 2024 Sec. 4).
+    """
+    profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
+    if not search.adaptive:
+        def profile_for(s: float) -> PldProfile | ProfileSkipped:
+            return profile_or_skipped(training.mechanism(s))
+
+    return calibrate_sigma(epsilon, delta, search, lambda s: training.mechanism(s).rdp(),
+                           profile_for_sigma=profile_for, max_lost=max_lost).sigma
+
+
+def _run_tuner(tuner: Tuner, in_flight: int) -> SearchResult:
+    """``tuner.run()``, a lost pass explained (``in_flight`` runs are lost together when a process dies mid-pass)."""
+    try:
+        return tuner.run()
+    except LostAttemptsExceeded as exc:  # e.g. a resume that found a pass's runs lost: say why and what to set
+        if in_flight > 1 and "passes of" not in str(exc):
+            raise lost_pass_error(exc, in_flight) from exc
+        raise
+
+
+def plan_privacy_axes(
+    space: SearchSpace, training: DPSGD, search: RepeatAndSelect, *, epsilon: float | None, delta: float,
+    max_lost: int = 0,
+) -> tuple[HeterogeneousDPSGD, PrivacyAccounting]:
+    """Every candidate's σ_i for a space with privacy-affecting axes, and the search's accounting; no data read.
+
+    Total ε → σ_ref of the reference run → the smallest σ_i of each (batch size, epochs) setting whose per-run
+    mechanism the reference dominates (:func:`~dphypo.privacy.heterogeneous.calibrate_heterogeneous`,
+    docs/proofs/heterogeneous.md); the accountant charges every run as the reference.
+
+    Args:
+        space: The grid with ``privacy_roles`` (batch size and/or epochs).
+        training: The DP-SGD settings the candidates share (sizes, score noise; batch size and epochs where no axis
+            plays that role).
+        search: T's law and the density bounds.
+        epsilon: Total ε (required: σ_i are calibrated from it).
+        delta: δ.
+        max_lost: Lost attempts charged up front.
+
+    Returns:
+        The per-candidate mechanism (:class:`~dphypo.train.heterogeneous.HeterogeneousDPSGD`) and the accounting.
+
+    Raises:
+        ValueError: No ``epsilon``, a ``noise_multiplier`` axis (not trained yet), or a batch size above the
+            training set.
+        dphypo.privacy.heterogeneous.DominanceError: A candidate whose σ_i would exceed the cap (named).
+        dphypo.privacy.CalibrationError: An unreachable ε.
+    """
+    if epsilon is None:
+        raise ValueError("a search over batch size or epochs needs epsilon: each candidate's sigma is calibrated "
+                         "from the total budget (one fixed sigma cannot fit candidates with different privacy costs)")
+    if "noise_multiplier" in space.privacy_roles.values():
+        raise ValueError("privacy_roles 'noise_multiplier' is not trained by dphypo.tune yet: search batch size and "
+                         "epochs, and let each candidate's sigma follow from epsilon")
+    settings, _ = space.privacy_settings()
+    candidates = candidate_runs(settings, training.n_train, batch_size=training.batch_size, epochs=training.epochs)
+    calibration = calibrate_heterogeneous(epsilon, delta, search, candidates, score_noise=training.score_noise,
+                                          max_lost=max_lost)
+    mechanism = HeterogeneousDPSGD.from_plan(calibration.plan, space, training)
+    return mechanism, calibration.plan.accounting(search, delta, max_lost=max_lost)

@@ -210,6 +210,9 @@ def tune_subsampled(
         raise ValueError("tune_subsampled does not support a journal: the subset and the final run are not "
                          "journaled (use dphypo.tune for a resumable search)")
     chosen, search = checked_search(space, training, strategy, runs, epsilon=epsilon, sigma=sigma)
+    if space.changes_privacy:
+        raise ValueError("tune_subsampled accounts one DP-SGD mechanism for every run (Koskela-Kulkarni Theorem 1); "
+                         "a space with batch-size or epochs axes needs dphypo.tune")
     subset_objective = _checked_subsampling(objective, space, training, fraction, variant)
     entropy = _fresh_entropy() if run_options.seed is None else int(run_options.seed)
     split = _SubsampledSearch.build(subset_objective, space, training, search, fraction=fraction, variant=variant,

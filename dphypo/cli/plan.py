@@ -3,28 +3,36 @@
 Every candidate of :func:`dphypo.simulation.planner.default_candidates` calibrates its own σ for the total (ε, δ)
 and is simulated on the family at that σ (:func:`dphypo.simulation.planner.plan_search`); the table ranks them by
 the mean true value of the released point and the verdict names the best, the runner-up and whether the difference
-is significant, and per E[T] the best uniform against the best adaptive configuration.
+is significant, and per E[T] the best uniform against the best adaptive configuration. With a compute budget
+(``--max-mean-runs``, ``--compute-budget`` in seconds of expected training, a run's seconds from the family's metadata
+or ``--run-seconds``) the plan picks only among configurations within it, marks the others, and prints the
+utility-vs-compute Pareto front at the fixed ε.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from dphypo.cli.common import AdaptiveTheoremOpt, JsonOpt, _emit, app, option_names, out_console
-from dphypo.privacy.validation import check_non_negative_int, check_positive_int
+from dphypo.privacy.validation import check_non_negative_int, check_positive, check_positive_int
 
 if TYPE_CHECKING:
-    from dphypo.simulation.planner import Comparison, PlanResult, PlanRow
+    from dphypo.simulation.family import LandscapeFamily
+    from dphypo.simulation.planner import Candidate, Comparison, ComputeBudget, PlanResult, PlanRow
 
-__all__ = ["DEFAULT_MEANS", "PLAN_HELP", "plan_command", "verdict"]
+__all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "plan_candidates", "plan_command",
+           "verdict"]
 
 #: Library parameter names -> the plan options that set them (for one-line errors naming the option).
 OPTION_NAMES = {
     "landscape": "--landscape", "epsilon": "--epsilon", "delta": "--delta", "mean": "--mean", "means": "--mean",
     "runs": "--runs", "repeats": "--repeats", "seed": "--seed", "workers": "--workers",
+    "max_mean_runs": "--max-mean-runs", "run_seconds": "--run-seconds", "budget_seconds": "--compute-budget",
+    "designs": "--design",
 }
 
 #: ``dphypo plan --help``: one string per paragraph (typer keeps a docstring's line breaks in the help).
@@ -37,11 +45,43 @@ PLAN_HELP = (
     "released point [95 % CI]; the verdict names the best, the runner-up, whether their difference is "
     "significant, and per E[T] the best uniform vs the best adaptive configuration. Candidates whose ε is "
     "unreachable, or whose σ lies outside the family, are listed with the reason, never extrapolated.\n\n"
+    "Compute: every row reports its expected runs and expected compute (E[runs] × seconds per run: the family's "
+    "seconds_per_run_mean metadata, or --run-seconds). With --max-mean-runs and/or --compute-budget (seconds of "
+    "expected training) the plan picks only configurations within the budget; the others are simulated and marked, "
+    "and the utility-vs-compute Pareto front at the fixed ε is printed (and in --json; draw it with "
+    "`dphypo plot pareto`).\n\n"
+    "--design two-stage adds two-stage designs (dphypo.privacy.two_stage): the best of E[T] uniform probes, or "
+    "E[T] released probe scores, at their own larger σ, then one final run, at budget splits 0.3, 0.5 and 0.7; "
+    "their total ε is the RDP composition of the two stages.\n\n"
     "The plan is computed from the landscapes (public data, or data whose privacy was already paid for), not from "
     "the private data of the search it plans: choose the configuration here, then run `dphypo tune` with it."
 )
 #: E[T] of the candidates when no ``--mean`` is given.
 DEFAULT_MEANS: tuple[float, ...] = (10.0, 20.0, 50.0)
+
+#: The designs ``--design`` accepts, and those a plan compares by default.
+DESIGNS: tuple[str, ...] = ("uniform", "dp-hypo", "two-stage")
+DEFAULT_DESIGNS: tuple[str, ...] = ("uniform", "dp-hypo")
+
+
+def plan_candidates(designs: tuple[str, ...], means: list[float], runs: str) -> tuple[Candidate, ...]:
+    """The candidates of the chosen designs, uniform and DP-HyPO first, then two-stage.
+
+    :func:`~dphypo.simulation.planner.default_candidates` filtered by design, then
+    :func:`~dphypo.simulation.planner.default_two_stage_candidates` when ``two-stage`` is asked for.
+
+    Raises:
+        ValueError: An unknown or repeated design (one line naming ``--design``).
+    """
+    from dphypo.simulation.planner import default_candidates, default_two_stage_candidates
+
+    unknown = [d for d in designs if d not in DESIGNS]
+    if unknown or len(set(designs)) != len(designs):
+        raise ValueError(f"--design must be distinct values among {', '.join(DESIGNS)}, got {', '.join(designs)}")
+    out: list[Candidate] = [x for x in default_candidates(means, runs) if x.design in designs]
+    if "two-stage" in designs:
+        out += default_two_stage_candidates(means, runs)
+    return tuple(out)
 
 
 @app.command("plan", help=PLAN_HELP)
@@ -68,22 +108,73 @@ def plan_command(
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (default: all cores).")] = None,
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
+    max_mean_runs: Annotated[
+        float | None, typer.Option("--max-mean-runs", help="Pick only configurations with E[runs] at most this.")
+    ] = None,
+    run_seconds: Annotated[
+        float | None,
+        typer.Option("--run-seconds", help="Seconds one training run takes (default: the family's metadata)."),
+    ] = None,
+    compute_budget: Annotated[
+        float | None,
+        typer.Option("--compute-budget", help="Seconds of expected training compute a configuration may use."),
+    ] = None,
+    design: Annotated[
+        list[str] | None,
+        typer.Option("--design", help="A search design to compare: uniform, dp-hypo or two-stage; repeat for "
+                     "several (default: uniform and dp-hypo)."),
+    ] = None,
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
-        _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem)
+        budget = Budget(max_mean_runs, run_seconds, compute_budget)
+        _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem, budget,
+              tuple(design or DEFAULT_DESIGNS))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The compute options as typed: ``--max-mean-runs``, ``--run-seconds``, ``--compute-budget``."""
+
+    max_mean_runs: float | None = None
+    run_seconds: float | None = None
+    budget_seconds: float | None = None
+
+    def check(self) -> None:
+        """Refuse a non-positive or non-finite value in one line (before the family is read)."""
+        check_positive("run_seconds", self.run_seconds, optional=True)
+        check_positive("budget_seconds", self.budget_seconds, optional=True)
+        check_positive("max_mean_runs", self.max_mean_runs, optional=True)
+
+    def resolve(self, family: LandscapeFamily) -> ComputeBudget:
+        """The library's budget: ``--run-seconds``, else the family's metadata (:func:`family_run_seconds`)."""
+        from dphypo.simulation.planner import ComputeBudget, family_run_seconds
+
+        seconds: float | None
+        if self.run_seconds is not None:
+            seconds, source = self.run_seconds, "--run-seconds"
+        else:
+            seconds, source = family_run_seconds(family), "family metadata seconds_per_run_mean"
+        if self.budget_seconds is not None and seconds is None:
+            raise ValueError("--compute-budget needs the seconds one run takes: the family's metadata has no "
+                             "seconds_per_run_mean, give --run-seconds")
+        return ComputeBudget(seconds, self.budget_seconds, self.max_mean_runs, source if seconds is not None else "")
 
 
 def _plan(
     landscape: list[str], epsilon: float, delta: float, mean: list[float] | None, runs: str, repeats: int,
-    seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B",
+    seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B", budget: Budget | None = None,
+    designs: tuple[str, ...] = DEFAULT_DESIGNS,
 ) -> None:
     """The body of ``dphypo plan``: every option is checked before the first calibration."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from dphypo.simulation.family import load_family
-    from dphypo.simulation.planner import default_candidates, plan_search
+    from dphypo.simulation.planner import plan_search
 
+    budget = budget or Budget()
+    budget.check()
+    candidates = plan_candidates(designs, list(mean or DEFAULT_MEANS), runs)
     if len(landscape) < 2:
         raise ValueError(f"--landscape must be repeated for at least 2 members of one landscape family, got "
                          f"{len(landscape)}")
@@ -92,14 +183,14 @@ def _plan(
     check_positive_int("repeats", repeats)
     check_non_negative_int("seed", seed)
     family = load_family(landscape)  # one line naming the files if they are not one family
-    candidates = default_candidates(mean or DEFAULT_MEANS, runs)
+    compute = budget.resolve(family)
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     status = out_console(stderr=True)
     # A progress bar on a terminal only: piped or logged, it would leave blank lines around the errors and output.
     with Progress(*columns, console=status, transient=True, disable=not status.is_terminal) as bar:
         task = bar.add_task("planning", total=len(candidates))
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
-                             adaptive_theorem=adaptive_theorem,
+                             adaptive_theorem=adaptive_theorem, compute=compute,
                              progress=lambda row: bar.advance(task))
     payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result)}
     if as_json:
@@ -107,6 +198,7 @@ def _plan(
     else:
         console = out_console()
         console.print(_table(result))
+        console.print(_front_table(result))
         console.print(verdict(result), markup=False, highlight=False)
     if result.best is None:  # the table says why per candidate; a script must not read this as a plan
         raise typer.Exit(code=1)
@@ -128,25 +220,95 @@ def _table(result: PlanResult) -> Table:
     """Every candidate, simulated ones by mean (best first), then those that could not run with the reason."""
     from rich.markup import escape
 
+    from dphypo.simulation.planner import TwoStageCandidate
+
     sigmas = ", ".join(f"{s:g}" for s in result.family_sigmas)
     table = Table(title=escape(f"Plan at total ε = {result.epsilon:g}, δ = {result.delta:g}, every candidate at its "
                                f"own σ, on the landscape family σ ∈ {{{sigmas}}}: mean true value of the released "
                                f"point over {result.repeats} simulated searches [95% CI]"))
-    for column in ("", "configuration", "E[T]", "C, c", "σ", "total ε (bound)", "mean [95% CI]", "status"):
-        table.add_column(column)
+    for column in ("", "configuration", "E[runs]", "E[compute]", "C, c", "σ", "total ε (bound)", "mean [95% CI]",
+                   "status"):
+        table.add_column(escape(column))  # "E[runs]" is not markup
     best, second = result.best, result.runner_up
     ranked = list(result.ranked)
     others = [r for r in result.rows if not r.feasible]
     for row in ranked + others:
         cand = row.candidate
         mark = "★ best" if row is best else "runner-up" if row is second else ""
-        C, c = cand.bounds
+        bounds = "two-stage" if isinstance(cand, TwoStageCandidate) else "{:g}, {:.4g}".format(*cand.bounds)
         sigma = "-" if row.sigma is None else f"{row.sigma:.4f}"
+        if row.probe_sigma is not None:
+            sigma = f"probes {row.probe_sigma:.4f}, final {sigma}"
         eps = "-" if row.epsilon is None else f"{row.epsilon:.4f} ({row.method})"
         status = row.status if row.feasible else f"{row.status}: {row.reason}"
-        cells = [mark, cand.label, f"{cand.expected_runs:g}", f"{C:g}, {c:.4g}", sigma, eps, _mean_ci(row), status]
+        if not row.within_budget:
+            status += f"; over budget: {row.budget_reason}"
+        cells = [mark, cand.label, f"{cand.expected_runs:g}", _compute(row), bounds, sigma, eps,
+                 _mean_ci(row), status]
         table.add_row(*(escape(cell) for cell in cells))  # reasons hold brackets ("narrow [c, C]"): not markup
     return table
+
+
+def _compute(row: PlanRow) -> str:
+    """Expected compute of a row: seconds (with hours when long), or ``-`` without a cost per run."""
+    seconds = row.expected_compute
+    if seconds is None:
+        return "-"
+    return f"{seconds:.4g} s" if seconds < 3600 else f"{seconds:.4g} s ({seconds / 3600:.3g} h)"
+
+
+def _front_table(result: PlanResult) -> Table:
+    """The utility-vs-compute Pareto front at the plan's ε, cheapest first."""
+    from rich.markup import escape
+
+    table = Table(title=escape(f"Pareto front at total ε = {result.epsilon:g}: the configurations no cheaper one "
+                               f"matches in mean released value"))
+    for column in ("configuration", "design", "E[runs]", "E[compute]", "mean [95% CI]", "within budget"):
+        table.add_column(escape(column))
+    for row in result.pareto_front:
+        cand = row.candidate
+        cells = [cand.name, cand.design, f"{cand.expected_runs:g}", _compute(row), _mean_ci(row),
+                 "yes" if row.within_budget else f"no: {row.budget_reason}"]
+        table.add_row(*(escape(cell) for cell in cells))
+    return table
+
+
+def _budget_sentence(result: PlanResult) -> str:
+    """What the compute budget excluded, and what the best excluded row would have given (empty without one)."""
+    compute = result.compute
+    if not compute.bounded:
+        return ""
+    limits = [f"E[runs] ≤ {compute.max_mean_runs:g}" if compute.max_mean_runs is not None else "",
+              f"expected compute ≤ {compute.budget_seconds:g} s" if compute.budget_seconds is not None else ""]
+    excluded = [r for r in result.ranked if not r.within_budget]
+    sentence = f"Compute budget: {' and '.join(x for x in limits if x)}; {len(excluded)} simulated row(s) over it."
+    best = result.best
+    if excluded and best is not None and float(excluded[0].mean or 0.0) > float(best.mean or 0.0):
+        sentence += (f" Over budget, {excluded[0].candidate.name} would release {_mean_ci(excluded[0])} "
+                     f"({_compute(excluded[0])}).")
+    return sentence
+
+
+def _two_stage_sentences(result: PlanResult) -> list[str]:
+    """The best two-stage design against the best single-stage row of at most its expected compute, if both ran."""
+    from dphypo.simulation.planner import compare_rows
+
+    ranked = result.ranked
+    staged = next((r for r in ranked if r.candidate.design == "two-stage"), None)
+    if staged is None:
+        return []
+    budget = staged.candidate.expected_runs
+    single = next((r for r in ranked if r.candidate.design != "two-stage" and r.candidate.expected_runs <= budget),
+                  None)
+    if single is None:
+        return [f"Best two-stage design: {staged.candidate.name}: {_mean_ci(staged)}; no single-stage candidate with "
+                f"at most its {budget:g} expected runs ran."]
+    cmp = compare_rows(staged, single)
+    judged = ("two-stage wins" if cmp.ci95[0] > 0 else "single-stage wins" if cmp.ci95[1] < 0 else
+              "not significant")
+    return [f"At most {budget:g} expected runs: best two-stage {staged.candidate.name} {_mean_ci(staged)} vs "
+            f"{single.candidate.name} {_mean_ci(single)}, two-stage − single-stage {_difference(cmp)} "
+            f"({cmp.pairing}): {judged}."]
 
 
 def verdict(result: PlanResult) -> str:
@@ -160,9 +322,10 @@ def verdict(result: PlanResult) -> str:
     """
     best, second, diff = result.best, result.runner_up, result.difference
     if best is None:
-        return (f"No candidate can run at total ε = {result.epsilon:g}: every one is unreachable or needs a σ outside "
-                f"the family (see the status column).")
-    parts = [f"Best: {best.candidate.name} (σ = {best.sigma:.4f}, ε = {best.epsilon:.4f}): {_mean_ci(best)}."]
+        return (f"No candidate can run at total ε = {result.epsilon:g} within the compute budget: every one is "
+                f"unreachable, needs a σ outside the family or is over budget (see the status column).")
+    parts = [f"Best: {best.candidate.name} (σ = {best.sigma:.4f}, ε = {best.epsilon:.4f}, expected compute "
+             f"{_compute(best)}): {_mean_ci(best)}."]
     if second is None or diff is None:
         parts.append("No runner-up: it is the only candidate that could run.")
     else:
@@ -170,7 +333,9 @@ def verdict(result: PlanResult) -> str:
                   "not significantly better: the simulations do not separate them")
         parts.append(f"Runner-up: {second.candidate.name}: {_mean_ci(second)}. Best − runner-up "
                      f"{_difference(diff)} ({diff.pairing}): {judged}.")
-    for m, uniform, adaptive, cmp in result.by_expected_runs():
+    designs = {row.candidate.design for row in result.rows}
+    per_mean = result.by_expected_runs() if {"uniform", "dp-hypo"} <= designs else []  # both designs were asked for
+    for m, uniform, adaptive, cmp in per_mean:
         if uniform is None or adaptive is None or cmp is None:
             missing = "uniform" if uniform is None else "adaptive"
             parts.append(f"E[T] = {m:g}: no {missing} candidate could run.")
@@ -179,5 +344,9 @@ def verdict(result: PlanResult) -> str:
                   "not significant")
         parts.append(f"E[T] = {m:g}: best uniform {_mean_ci(uniform)} vs best adaptive {adaptive.candidate.label} "
                      f"{_mean_ci(adaptive)}, adaptive − uniform {_difference(cmp)} ({cmp.pairing}): {judged}.")
+    parts += _two_stage_sentences(result)
+    budget = _budget_sentence(result)
+    if budget:
+        parts.append(budget)
     parts.append("Computed from the landscapes (public or already-paid data), not from the private data.")
     return " ".join(parts)

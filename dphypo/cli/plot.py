@@ -1,4 +1,4 @@
-"""``dphypo plot``: landscape heatmaps, value vs T, density snapshots, ε breakdown (PNG or SVG by suffix)."""
+"""``dphypo plot``: landscape (N-D: slices, marginals), value vs T, densities, ε breakdown, a plan's Pareto front."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ LandscapeOpt = Annotated[
 #: Per figure kind: library parameter names -> the plot options that set them (one-line errors name the option).
 _COMMON_NAMES = {"landscape": "--landscape", "path": "--out", "C": "--C", "c": "--c", "seed": "--seed"}
 _OPTION_NAMES: dict[str, dict[str, str]] = {
-    "landscape": _COMMON_NAMES,
+    "landscape": {**_COMMON_NAMES, "axes": "--axes", "keep": "--axes"},
+    "marginals": _COMMON_NAMES,
     "accuracy": {**_COMMON_NAMES, "Ts": "--T", "repeats": "--repeats", "strategy": "--strategy", "tau": "--tau",
                  "beta": "--beta", "scale": "--scale", "workers": "--workers"},
     "density": {**_COMMON_NAMES, "runs": "--fixed-T", "steps": "--step", "tau": "--tau", "beta": "--beta",
@@ -32,6 +33,7 @@ _OPTION_NAMES: dict[str, dict[str, str]] = {
     "epsilon": {**_COMMON_NAMES, "sigma": "--sigma", "sample_rate": "--sample-rate", "steps": "--steps",
                 "runs": "--runs", "theta": "--theta", "gamma": "--gamma", "mean": "--mean", "delta": "--delta",
                 "bounds": "--bounds"},
+    "pareto": {"path": "--from", "out": "--out"},
 }
 
 
@@ -49,11 +51,14 @@ def _naming_options(command: Callable[..., None]) -> Callable[..., None]:
 @app.command("plot", help=PLOT_HELP)
 @_naming_options
 def plot_command(
-    kind: Annotated[str, typer.Argument(metavar="KIND", help="landscape | accuracy | density | epsilon")],
+    kind: Annotated[
+        str, typer.Argument(metavar="KIND", help="landscape | marginals | accuracy | density | epsilon | pareto")
+    ],
     out: OutOpt,
     landscape: LandscapeOpt = None,
     from_json: Annotated[
-        list[str] | None, typer.Option("--from", help="accuracy: `dphypo simulate --json` outputs to plot.")
+        list[str] | None, typer.Option("--from", help="accuracy: `dphypo simulate --json` outputs to plot; pareto: one "
+                                       "`dphypo plan --json` output.")
     ] = None,
     strategy: Annotated[list[str] | None, typer.Option("--strategy", help="uniform / gp (repeatable).")] = None,
     T: Annotated[list[int] | None, typer.Option("--T", help="accuracy: fixed T values (repeatable).")] = None,
@@ -78,6 +83,10 @@ def plot_command(
         list[str] | None, typer.Option("--bounds", help="epsilon: C:c pairs to compare (repeatable).")
     ] = None,
     delta: Annotated[float, typer.Option("--delta", help="epsilon: δ.")] = 1e-5,
+    axes: Annotated[
+        str | None, typer.Option("--axes", help="landscape: the two axes to draw, e.g. lr,clip (an N-D landscape is "
+                                 "sliced through its best grid point; default: its first two axes).")
+    ] = None,
 ) -> None:
     """``dphypo plot KIND`` (help: :data:`PLOT_HELP`).
 
@@ -89,7 +98,7 @@ def plot_command(
 
     check_output_file(out, "--out", create_parents=True)  # before a simulation spends minutes on the figure
     if kind not in FIGURES:
-        raise ValueError(f"plot kind must be landscape, accuracy, density or epsilon, got {kind!r}")
+        raise ValueError(f"plot kind must be landscape, marginals, accuracy, density, epsilon or pareto, got {kind!r}")
     typer.echo(f"wrote {FIGURES[kind](args)}")
 
 
@@ -122,6 +131,7 @@ class PlotArgs:
     mean: float | None
     bounds: list[str] | None
     delta: float
+    axes: str | None
 
     def need_landscape(self) -> str:
         """``--landscape``, which every figure but ``epsilon`` (and ``accuracy --from``) draws from.
@@ -135,10 +145,18 @@ class PlotArgs:
 
 
 def _landscape_figure(args: PlotArgs) -> Path:
-    """``plot landscape``: the landscape's heatmap."""
+    """``plot landscape``: the landscape's heatmap (an N-D landscape's slice through its best point)."""
     from dphypo import visualization as plots
 
-    return plots.plot_landscape_file(args.need_landscape(), args.out)
+    axes = None if args.axes is None else [name.strip() for name in args.axes.split(",")]
+    return plots.plot_landscape_file(args.need_landscape(), args.out, axes)
+
+
+def _marginals_figure(args: PlotArgs) -> Path:
+    """``plot marginals``: per axis, the best and the average mean over the other axes."""
+    from dphypo import visualization as plots
+
+    return plots.plot_marginals_file(args.need_landscape(), args.out)
 
 
 def _accuracy_figure(args: PlotArgs) -> Path:
@@ -185,12 +203,24 @@ def _epsilon_figure(args: PlotArgs) -> Path:
     )
 
 
+def _pareto_figure(args: PlotArgs) -> Path:
+    """``plot pareto``: utility vs compute of a saved ``dphypo plan --json`` output, with its Pareto front."""
+    from dphypo import visualization as plots
+
+    if not args.from_json or len(args.from_json) != 1:
+        raise ValueError(f"plot pareto needs exactly one --from (a `dphypo plan --json` output), got "
+                         f"{len(args.from_json or [])}")
+    return plots.plot_pareto_json(args.from_json[0], args.out)
+
+
 #: The figure of every ``plot`` KIND.
 FIGURES: dict[str, Callable[[PlotArgs], Path]] = {
     "landscape": _landscape_figure,
+    "marginals": _marginals_figure,
     "accuracy": _accuracy_figure,
     "density": _density_figure,
     "epsilon": _epsilon_figure,
+    "pareto": _pareto_figure,
 }
 
 

@@ -44,7 +44,8 @@ LANDSCAPE_HELP = (
 LANDSCAPE_OPTION_NAMES = {
     "dataset": "--dataset", "dataset_name": "--dataset", "model": "--model", "sigma": "--sigma", "epochs": "--epochs",
     "batch_size": "--batch-size", "seeds": "--seeds", "score_noise": "--score-noise", "lr_grid": "--lr-grid",
-    "clip_grid": "--clip-grid", "workers": "--workers", "out": "--out",
+    "clip_grid": "--clip-grid", "workers": "--workers", "out": "--out", "engine": "--engine",
+    "pass_size": "--pass-size", "batch_size_grid": "--batch-size-grid", "epochs_grid": "--epochs-grid",
 }
 
 
@@ -128,8 +129,31 @@ def tune_command(
     ] = None,
     runs_per_update: Annotated[
         int | None,
-        typer.Option("--runs-per-update", help="Candidates drawn from one projected density (default: workers)."),
+        typer.Option("--runs-per-update", help="Candidates drawn from one projected density (default: workers; "
+                     "uniform with --engine vectorized: the pass size)."),
     ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="vectorized (default: candidates trained in passes, the same "
+                                 "DP-SGD mechanism and streams) or opacus (one Opacus run at a time; the default "
+                                 "with --secure-mode).")
+    ] = None,
+    pass_size: Annotated[
+        int | None, typer.Option("--pass-size", help="Candidates per pass of a uniform search (default 32 on a CPU, "
+                                 "from free memory on CUDA). A kill -9 mid-pass loses the whole pass: --max-lost "
+                                 "must then be ≥ it.")
+    ] = None,
+    batch_size_grid: Annotated[
+        str | None, typer.Option("--batch-size-grid", help="Search the batch size too, e.g. 32,64,128: each "
+                                 "candidate runs at its own σ, dominated by one reference run (privacy rule 8).")
+    ] = None,
+    epochs_grid: Annotated[
+        str | None, typer.Option("--epochs-grid", help="Search the epochs too, e.g. 5,10,20 (each candidate at its "
+                                 "own σ).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print every candidate's σ, sampling rate and steps and the reference, "
+                           "then stop: nothing is trained or drawn.")
+    ] = False,
 ) -> None:
     """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 
@@ -170,6 +194,14 @@ def landscape_command(
                      "e.g. landscapes/digits_mlp_sigma{sigma}.npz."),
     ] = "",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --out file.")] = False,
+    engine: Annotated[
+        str, typer.Option("--engine", help="vectorized (default: K runs per pass, checkpointed per pass) or opacus "
+                          "(one Opacus run per job). Same mechanism; results agree up to float round-off.")
+    ] = "vectorized",
+    pass_size: Annotated[
+        int | None, typer.Option("--pass-size", help="Runs per vectorised pass, ≥ 1 (default 32 on a CPU, from free "
+                                 "memory on CUDA).")
+    ] = None,
 ) -> None:
     """``dphypo landscape build`` (help: :data:`LANDSCAPE_HELP`).
 
@@ -181,10 +213,10 @@ def landscape_command(
     if not out:
         raise ValueError("--out is required (e.g. landscapes/digits.npz)")
     args = LandscapeArgs(dataset, data_dir, model, lr_grid, clip_grid, tuple(sigma or (1.0,)), epochs, batch_size,
-                         seeds, score_noise, workers, out, force)
+                         seeds, score_noise, workers, out, force, engine, pass_size)
     with option_names(**LANDSCAPE_OPTION_NAMES):
         for spec, path in landscape_specs(args):  # members one after another, each on every worker
-            landscape = build_member(spec, path, workers=workers)
+            landscape = build_member(spec, path, workers=workers, engine=engine, pass_size=pass_size)
             best = landscape.space.params(landscape.best_index)
             typer.echo(f"wrote {path}: best mean {landscape.best_value:.4f} at {best}")
 
@@ -206,6 +238,8 @@ class LandscapeArgs:
     workers: int | None
     out: str
     force: bool
+    engine: str = "vectorized"
+    pass_size: int | None = None
 
 
 def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
@@ -226,14 +260,19 @@ def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
     ]
     outs = _member_paths(args.out, [spec.sigma for spec in specs])
     for spec, path in zip(specs, outs, strict=True):
-        check_build(spec, path, workers=args.workers)
+        check_build(spec, path, workers=args.workers, engine=args.engine, pass_size=args.pass_size)
         if not args.force and Path(path).exists():
             raise ValueError(f"--out {path!r} already exists; pass --force to replace it")
     return list(zip(specs, outs, strict=True))
 
 
-def build_member(spec: BuildSpec, path: str, *, workers: int | None) -> Landscape:
-    """Train the landscape of ``spec`` into ``path`` with a progress bar on standard error."""
+def build_member(
+    spec: BuildSpec, path: str, *, workers: int | None, engine: str = "vectorized", pass_size: int | None = None,
+) -> Landscape:
+    """Train the landscape of ``spec`` into ``path`` with a progress bar on standard error.
+
+    ``engine`` and ``pass_size``: see :func:`~dphypo.simulation.builder.build_landscape`.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -252,7 +291,7 @@ def build_member(spec: BuildSpec, path: str, *, workers: int | None) -> Landscap
         def advance(done: int, total: int, bar: Progress = bar, task: TaskID = task) -> None:
             bar.update(task, completed=done)
 
-        return build_landscape(spec, path, workers=workers, progress=advance)
+        return build_landscape(spec, path, workers=workers, progress=advance, engine=engine, pass_size=pass_size)
 
 
 def _member_paths(out: str, sigmas: list[float]) -> list[str]:

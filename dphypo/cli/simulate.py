@@ -52,7 +52,8 @@ OPTION_NAMES = {
     "mean": "--mean", "bounds": "--bounds", "gp-repeats": "--gp-repeats", "sweep": "--sweep", "engine": "--engine",
     "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
     "fixed T": "--fixed-T", "epsilon": "--epsilon", "top_mass": "--top-mass", "tolerance": "--tolerance",
-    "refit_growth": "--refit-growth",
+    "refit_growth": "--refit-growth", "probes": "--probes", "split": "--split", "top_k": "--top-k",
+    "final_mean": "--final-mean",
 }
 
 
@@ -144,14 +145,14 @@ def simulate_command(
         ),
     ],
     strategy: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--strategy",
             help="uniform, gp (GP-UCB softmax, C and c from --C/--c) or top-set (GP top-set rule: C·π⁰ on the "
             "points most likely near the best; C from --C, c derived from C and --top-mass); repeat the option to "
             "compare several.",
         ),
-    ],
+    ] = None,
     gp_landscape: Annotated[
         str | None,
         typer.Option(
@@ -263,19 +264,56 @@ def simulate_command(
     ] = None,
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
+    design: Annotated[
+        str, typer.Option("--design", help="single (the --strategy arms) or two-stage (probes, then one committed "
+                          "run; needs --epsilon and a family).")
+    ] = "single",
+    probes: Annotated[
+        float, typer.Option("--probes", help="two-stage: released probes, or E[T] of the probe selection.")
+    ] = 20.0,
+    probe_mode: Annotated[
+        str, typer.Option("--probe-mode", help="two-stage: select (the best probe, random T) or release (every "
+                          "probe's score, paid by composition).")
+    ] = "select",
+    split: Annotated[float, typer.Option("--split", help="two-stage: fraction of ε for the probes.")] = 0.5,
+    top_k: Annotated[
+        int, typer.Option("--top-k", help="two-stage, release: the best probes handed to the final stage.")
+    ] = 1,
+    final_mean: Annotated[
+        float | None, typer.Option("--final-mean", help="two-stage: E[T'] of a uniform selection among the top k "
+                                   "(default: one final run).")
+    ] = None,
 ) -> None:
     """``dphypo simulate`` (help: :data:`SIMULATE_HELP`).
 
     Typer declares one parameter per option; the body only collects them into one :class:`SimulateArgs`, builds
     the study (:func:`build_study`: every option checked before the first simulated search), runs it, writes the
-    tables and renders the result.
+    tables and renders the result. ``--design two-stage`` goes to :mod:`dphypo.cli.two_stage` instead.
     """
     with option_names(**OPTION_NAMES):
         args = SimulateArgs(**locals())  # every local is a parameter
+        if args.design != "single":
+            _simulate_two_stage(args)
+            return
         study = build_study(args)
         result = run_simulation(study, args)
         write_tables(args.table_out, result)
         render_simulation(args, study, result)
+
+
+def _simulate_two_stage(options: SimulateArgs) -> None:
+    """``--design two-stage``: build the design, simulate it on the family, render (single-stage options refused)."""
+    from dphypo.cli.two_stage import TwoStageArgs, build_design, render_two_stage, run_two_stage
+
+    if options.design != "two-stage":
+        raise ValueError(f"--design must be single or two-stage, got {options.design!r}")
+    if options.strategy:
+        raise ValueError("--strategy is for --design single; a two-stage design draws its probes uniformly")
+    args = TwoStageArgs(options.landscape, options.epsilon, options.delta, options.probes, options.probe_mode,
+                        options.split, options.top_k, options.final_mean, options.repeats, options.seed,
+                        options.as_json)
+    design = build_design(args)
+    render_two_stage(args, run_two_stage(args, design))
 
 
 @dataclass(frozen=True)
@@ -283,7 +321,7 @@ class SimulateArgs:
     """The options of ``dphypo simulate`` as typed (fields: the command's parameter names; checked by the build)."""
 
     landscape: list[str]
-    strategy: list[str]
+    strategy: list[str] | None
     gp_landscape: str | None
     epsilon: float | None
     fixed_T: str | None
@@ -314,6 +352,24 @@ class SimulateArgs:
     table_out: str | None
     as_json: bool
     adaptive_theorem: str
+    design: str = "single"
+    probes: float = 20.0
+    probe_mode: str = "select"
+    split: float = 0.5
+    top_k: int = 1
+    final_mean: float | None = None
+
+    @property
+    def strategies(self) -> list[str]:
+        """``--strategy``, required for a single-stage study.
+
+        Raises:
+            ValueError: It was not given.
+        """
+        if not self.strategy:
+            raise ValueError("--strategy is required with --design single: uniform, gp or top-set (repeat it to "
+                             "compare several)")
+        return self.strategy
 
 
 @dataclass(frozen=True)
@@ -350,7 +406,7 @@ def build_study(args: SimulateArgs) -> SimulateStudy:
 
     _check_arm_options(args)
     # Rows carry a c unless every adaptive arm is top-set (gp takes the row's c, top-set derives its own).
-    takes_c = "gp" in args.strategy or "top-set" not in args.strategy
+    takes_c = "gp" in args.strategies or "top-set" not in args.strategies
     pairs = _bounds(args.bounds, args.sweep, args.C, args.c, takes_c)
     family = _check_landscapes(args.landscape, args.gp_landscape, args.epsilon, args.fixed_T)
     if args.table_out is not None:  # both files proven writable before any simulation runs
@@ -380,12 +436,17 @@ def build_study(args: SimulateArgs) -> SimulateStudy:
 def _check_arm_options(args: SimulateArgs) -> None:
     """The seed, the strategy names and the options that only some strategies take, before any file is read."""
     check_non_negative_int("seed", args.seed)
-    if args.gp_landscape is not None and all(name == "uniform" for name in args.strategy):
+    defaults = SimulateArgs.__dataclass_fields__
+    stray = [f"--{name.replace('_', '-')}" for name in ("probes", "probe_mode", "split", "top_k", "final_mean")
+             if getattr(args, name) != defaults[name].default]
+    if stray:
+        raise ValueError(f"{', '.join(stray)} {'is' if len(stray) == 1 else 'are'} for --design two-stage")
+    if args.gp_landscape is not None and all(name == "uniform" for name in args.strategies):
         raise ValueError("--gp-landscape is the landscape of the gp arm: add --strategy gp, or drop it")
-    if args.c is not None and "gp" not in args.strategy and "top-set" in args.strategy:
+    if args.c is not None and "gp" not in args.strategies and "top-set" in args.strategies:
         raise ValueError("--c is not used by --strategy top-set: its c follows from --C and --top-mass p, "
                          "c = (1 - C p)/(1 - p); drop --c (or add --strategy gp, which takes it)")
-    for name in args.strategy:  # an unknown name fails before any file is read
+    for name in args.strategies:  # an unknown name fails before any file is read
         if name not in STRATEGY_NAMES:
             raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")
 
@@ -396,7 +457,7 @@ def _arms(args: SimulateArgs, first_C: float, family: LandscapeFamily | None) ->
 
     arm_landscape: str | tuple[str, ...] = args.landscape[0] if family is None else tuple(args.landscape)
     arms = []
-    for name in args.strategy:
+    for name in args.strategies:
         # a top-set arm is built at its first row's C (each row gives it its own C: studies.cell_strategy)
         strategy = make_strategy(name, C=first_C, tau=args.tau, beta=args.beta, scale=args.scale,
                                  top_mass=args.top_mass, tolerance=args.tolerance, refit_growth=args.refit_growth)

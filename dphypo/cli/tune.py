@@ -92,6 +92,11 @@ class TuneArgs:
     workers: int | None
     address: str | None
     runs_per_update: int | None
+    engine: str | None = None
+    pass_size: int | None = None
+    batch_size_grid: str | None = None
+    epochs_grid: str | None = None
+    dry_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,8 @@ TUNE_OPTION_NAMES = {
     "tau": "--tau", "beta": "--beta", "epsilon": "--epsilon", "target_epsilon": "--epsilon", "sigma": "--sigma",
     "delta": "--delta", "epochs": "--epochs", "batch_size": "--batch-size", "max_lost": "--max-lost",
     "seed": "--seed", "executor": "--executor", "workers": "--workers", "address": "--address",
-    "runs_per_update": "--runs-per-update", "journal": "--journal", "out": "--out",
+    "runs_per_update": "--runs-per-update", "journal": "--journal", "out": "--out", "engine": "--engine",
+    "pass_size": "--pass-size",
 }
 #: Run-count families ``dphypo tune`` draws T from (binomial T is for ``account``/``calibrate``).
 TUNE_RUNS = ("negbin", "geometric", "logarithmic", "poisson")
@@ -170,6 +176,9 @@ def run_tune(args: TuneArgs) -> None:
     """Implementation of ``dphypo tune``: build, run, save, render; errors name tune's options."""
     with option_names(**TUNE_OPTION_NAMES):
         request = build_request(args)
+        if args.dry_run:
+            render_dry_run(request)
+            return
         result, seconds = run_search(request)
         saved = save_model(request, result.release)
         payload = release_payload(request, result, saved, seconds)
@@ -184,7 +193,6 @@ def build_request(args: TuneArgs) -> TuneRequest:
         ValueError: An invalid option or an unusable path, named by its option.
     """
     from dphypo.privacy import make_run_count
-    from dphypo.space import Grid, SearchSpace
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
 
     C, c = _check_options_and_paths(args)  # before any data is touched or any noise calibrated
@@ -192,7 +200,7 @@ def build_request(args: TuneArgs) -> TuneRequest:
     runs = make_run_count(args.runs, theta=args.theta, gamma=args.gamma, mean=_mean_runs(args))
     check_non_negative("--score-noise-accuracy", args.score_noise_accuracy)
     lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
-    space = SearchSpace({"lr": Grid(lrs, scale="log"), "clip": Grid(clips, scale="linear")})
+    space = tune_space(lrs, clips, args.batch_size_grid, args.epochs_grid)
 
     splits = load_dataset(args.dataset, data_dir=args.data_dir)
     n_train, n_val = len(splits.y_train), len(splits.y_val)
@@ -204,9 +212,95 @@ def build_request(args: TuneArgs) -> TuneRequest:
     tau = DEFAULT_TAU if args.tau is None else args.tau
     beta = DEFAULT_BETA if args.beta is None else args.beta
     strategy = make_strategy(args.strategy, C=C, c=c, tau=tau, beta=beta)
-    objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir)  # trains under run.mechanism
+    # trains under run.mechanism; in vectorised passes unless --engine opacus
+    objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir, engine=tune_engine(args),
+                               pass_size=args.pass_size)
     epsilon = DEFAULT_EPSILON if args.epsilon is None and args.sigma is None else args.epsilon
     return TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective)
+
+
+def integer_grid(text: str, option: str) -> tuple[int, ...]:
+    """A comma-separated list of integers ≥ 1 (``--batch-size-grid 32,64,128``), refused in one line naming it."""
+    values = []
+    for word in text.split(","):
+        try:
+            value = int(word.strip())
+        except ValueError:
+            raise ValueError(f"{option} must be a comma-separated list of integers ≥ 1, got {text!r}") from None
+        if value < 1:
+            raise ValueError(f"{option} values must be ≥ 1, got {value}")
+        values.append(value)
+    if len(values) < 2 or len(set(values)) != len(values):
+        raise ValueError(f"{option} must list at least 2 distinct values (give one value with --batch-size or "
+                         f"--epochs), got {text!r}")
+    return tuple(sorted(values))
+
+
+def tune_space(lrs: Any, clips: Any, batch_grid: str | None, epochs_grid: str | None) -> SearchSpace:
+    """The lr × clip grid, with batch-size and epochs axes (privacy-affecting) when their grids are given."""
+    from dphypo.space import Grid, IntGrid, SearchSpace
+
+    axes: dict[str, Any] = {"lr": Grid(lrs, scale="log"), "clip": Grid(clips, scale="linear")}
+    roles: dict[str, str] = {}
+    if batch_grid is not None:
+        axes["batch_size"] = IntGrid(integer_grid(batch_grid, "--batch-size-grid"), scale="log")
+        roles["batch_size"] = "batch_size"
+    if epochs_grid is not None:
+        axes["epochs"] = IntGrid(integer_grid(epochs_grid, "--epochs-grid"), scale="linear")
+        roles["epochs"] = "epochs"
+    return SearchSpace(axes, privacy_roles=roles or None)
+
+
+def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
+    """Every candidate's σ, q and steps, the reference and the accounted ε: what ``--dry-run`` prints.
+
+    Nothing is trained and nothing random is drawn (no T, no candidate); the data was read only for the sizes of its
+    splits (n_train and n_val, which dphypo's accounting treats as public).
+    """
+    from dphypo.api.search import accounted_search, calibrated_sigma, plan_privacy_axes
+    from dphypo.privacy import PrivacyAccounting
+    from dphypo.train.heterogeneous import HeterogeneousDPSGD
+
+    args, training = request.args, request.training
+    search = accounted_search(request.strategy, request.runs)
+    if request.space.changes_privacy:
+        candidates, privacy = plan_privacy_axes(request.space, training, search, epsilon=request.epsilon,
+                                                delta=args.delta, max_lost=args.max_lost)
+        rows = [{**setting, **HeterogeneousDPSGD.describe_mechanism(mechanism)}
+                for setting, mechanism in zip(candidates.settings, candidates.mechanisms, strict=True)]
+        reference: dict[str, Any] | None = candidates.reference_description()
+    else:
+        sigma = args.sigma if request.epsilon is None else calibrated_sigma(
+            search, training, epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost)
+        mechanism = training.mechanism(sigma)
+        privacy = PrivacyAccounting(search, mechanism.rdp(), args.delta, max_lost=args.max_lost)
+        rows, reference = [HeterogeneousDPSGD.describe_mechanism(mechanism)], None
+    report = privacy.account()
+    return {"dry_run": True, "candidates": rows, "reference": reference, "epsilon": report.epsilon,
+            "delta": report.delta, "method": report.method, "theorem": report.theorem,
+            "expected_runs": search.run_count.mean}
+
+
+def render_dry_run(request: TuneRequest) -> None:
+    """``--dry-run``: one JSON object (``--json``) or a table per candidate setting, then the accounted ε."""
+    payload = dry_run_payload(request)
+    if request.args.as_json:
+        typer.echo(json.dumps(payload, sort_keys=True))
+        return
+    table = Table(title="dphypo tune --dry-run: nothing trained, no T drawn")
+    for column in ("batch size", "epochs", "σ", "q", "steps"):
+        table.add_column(column)
+    for row in payload["candidates"]:
+        table.add_row(str(row["batch_size"]), str(row["epochs"]), f"{row['sigma']:.4g}", f"{row['sample_rate']:.4g}",
+                      str(row["steps"]))
+    out = out_console()
+    out.print(table)
+    reference = payload["reference"]
+    if reference is not None:
+        out.print(f"reference run (every candidate dominated by it): σ {reference['sigma']:.4g}, "
+                  f"q {reference['sample_rate']:.4g}, {reference['steps']} steps", markup=False, highlight=False)
+    out.print(f"total ε {payload['epsilon']:.4f} at δ {payload['delta']:g} ({payload['method']}: "
+              f"{payload['theorem']}), E[T] = {payload['expected_runs']:g}", markup=False, highlight=False)
 
 
 def _mean_runs(args: TuneArgs) -> float | None:
@@ -339,12 +433,26 @@ def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel)
         "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
         "test accuracy of released model": "-" if saved.test_accuracy is None else f"{saved.test_accuracy:.4f}",
         "σ (noise multiplier)": f"{_dpsgd_mechanism(release).sigma:.4g}",
+        **_candidate_rows(release),
         "lost attempts charged up front": f"{args.max_lost} (one more stops the search without a release)",
         "saved model": str(saved.path) if saved.path else "- (no run: T = 0)",
     }
     if isinstance(result, SubsampledSearchResult) and result.subsampling is not None:
         rows.update(_subsampled_rows(result.subsampling))
     return rows
+
+
+def _candidate_rows(release: Release) -> dict[str, str]:
+    """A search over batch size or epochs: the released candidate's batch size, epochs, q, steps and the reference."""
+    reference = _reference(release)
+    if reference is None:
+        return {}
+    mechanism = _dpsgd_mechanism(release)
+    return {
+        "  batch size, epochs (released)": f"{mechanism.batch_size}, {mechanism.epochs}",
+        "  q, steps (released)": f"{mechanism.sample_rate:.4g}, {mechanism.steps}",
+        "  reference σ, q, steps": f"{reference['sigma']:.4g}, {reference['sample_rate']:.4g}, {reference['steps']}",
+    }
 
 
 @contextlib.contextmanager
@@ -410,6 +518,9 @@ def _check_options_and_paths(args: TuneArgs) -> tuple[float, float]:
         The GP strategy's density bounds ``(C, c)``, the defaults filled in.
     """
     _check_subsampling_options(args)
+    if args.tune_fraction is not None and (args.batch_size_grid or args.epochs_grid):
+        raise ValueError("--tune-fraction accounts one DP-SGD mechanism for every run; it cannot be combined with "
+                         "--batch-size-grid or --epochs-grid (candidates with different privacy costs)")
     if args.score_noise is not None:
         raise ValueError("--score-noise was renamed --score-noise-accuracy (the std of the noise on the validation "
                          "accuracy; dphypo.tune's score_noise is the same noise in counts, i.e. times n_val)")
@@ -417,9 +528,11 @@ def _check_options_and_paths(args: TuneArgs) -> tuple[float, float]:
     if args.runs not in TUNE_RUNS:
         also = " (binomial is for `dphypo account`/`calibrate` only)" if args.runs == "binomial" else ""
         raise ValueError(f"--runs must be one of {', '.join(TUNE_RUNS)}{also}, got {args.runs!r}")
-    for option, count in (("--runs-per-update", args.runs_per_update), ("--workers", args.workers)):
+    for option, count in (("--runs-per-update", args.runs_per_update), ("--workers", args.workers),
+                          ("--pass-size", args.pass_size)):
         if count is not None:
             check_positive_int(option, count)
+    _check_engine(args)
     check_non_negative_int("--max-lost", args.max_lost)
     if args.seed is not None:
         check_non_negative_int("--seed", args.seed)
@@ -427,12 +540,34 @@ def _check_options_and_paths(args: TuneArgs) -> tuple[float, float]:
         from dphypo.train.opacus import require_csprng
 
         require_csprng()
+    if args.dry_run:  # writes nothing, so no output path is needed
+        return C, c
     # Every output path is proven writable now: a search that fails to save its release has spent its budget.
     out = check_output_dir(args.out, "--out")
     if args.journal is not None:
         check_output_file(args.journal, "--journal")
     _check_out_is_free(out, args.journal)
     return C, c
+
+
+def tune_engine(args: TuneArgs) -> str:
+    """``--engine``, default ``vectorized`` (``opacus`` with ``--secure-mode``: the engine has no CSPRNG)."""
+    if args.engine is not None:
+        return args.engine
+    return "opacus" if args.secure_mode else "vectorized"
+
+
+def _check_engine(args: TuneArgs) -> None:
+    """``--engine`` and ``--pass-size`` (the pass size is the uniform search's; adaptive ones pass per update)."""
+    from dphypo.train.objective import ENGINES
+
+    engine = tune_engine(args)
+    if engine not in ENGINES:
+        raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if args.pass_size is not None and engine != "vectorized":
+        raise ValueError("--pass-size is for --engine vectorized only")
+    if engine == "vectorized" and args.secure_mode:
+        raise ValueError("--secure-mode needs --engine opacus (the vectorised engine has no CSPRNG)")
 
 
 def _check_subsampling_options(args: TuneArgs) -> None:
@@ -503,12 +638,24 @@ def _journal_release_extras(journal: str, saved: SavedModel) -> None:
 
 
 def _dpsgd_mechanism(release: Release) -> DPSGDMechanism:
-    """The release's per-run mechanism: every search ``dphypo tune`` runs (plain or subsampled) is DP-SGD."""
+    """The released run's DP-SGD mechanism (a search over batch size or epochs: the released candidate's own)."""
+    from dphypo.train.heterogeneous import HeterogeneousDPSGD
     from dphypo.train.mechanism import DPSGDMechanism
 
-    if not isinstance(release.mechanism, DPSGDMechanism):
-        raise TypeError(f"release.mechanism must be a DPSGDMechanism, got {release.mechanism!r}")
-    return release.mechanism
+    mechanism = release.mechanism
+    if isinstance(mechanism, HeterogeneousDPSGD):
+        return mechanism.mechanisms[0] if release.params is None else mechanism.for_params(release.params)
+    if not isinstance(mechanism, DPSGDMechanism):
+        raise TypeError(f"release.mechanism must be a DPSGDMechanism, got {mechanism!r}")
+    return mechanism
+
+
+def _reference(release: Release) -> dict[str, Any] | None:
+    """The reference run of a search over batch size or epochs (σ_ref, q, steps), else ``None``."""
+    from dphypo.train.heterogeneous import HeterogeneousDPSGD
+
+    mechanism = release.mechanism
+    return mechanism.reference_description() if isinstance(mechanism, HeterogeneousDPSGD) else None
 
 
 def _release_payload(release: Release, args: TuneArgs, model: str, saved: SavedModel) -> dict[str, Any]:
@@ -522,7 +669,8 @@ def _release_payload(release: Release, args: TuneArgs, model: str, saved: SavedM
             "model_sha256": saved.sha256,
         },
         "privacy": {**release.privacy.to_dict(), "sigma": mechanism.sigma,
-                    "sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "max_lost": args.max_lost},
+                    "sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "max_lost": args.max_lost,
+                    **({} if _reference(release) is None else {"reference": _reference(release)})},
         "dataset": args.dataset,
         "model": model,
         "strategy": args.strategy,

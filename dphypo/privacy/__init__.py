@@ -13,13 +13,20 @@ The public surface:
   :func:`dphypo_theorem1` / :func:`dphypo_theorem2` (proof gap; opt-in in the accountant);
 * the accountant: :class:`RepeatAndSelect`, :class:`PrivacyAccounting`, :func:`account`, :func:`account_pure`,
   :func:`calibrate_sigma`, :func:`calibrate_dpsgd_sigma`;
+* candidates whose hyperparameters change their privacy (batch size, epochs): :class:`CandidateRun`,
+  :class:`ReferenceRun`, :func:`plan_heterogeneous`, :func:`calibrate_heterogeneous` (one σ_i per candidate, all
+  dominated by one reference; :mod:`dphypo.privacy.heterogeneous`);
+* two-stage searches (probes whose outcome is released, then a committed run): :class:`ProbeSelection`,
+  :class:`ProbeRelease`, :class:`FinalRun`, :class:`FinalSelection`, :func:`account_two_stage`,
+  :func:`calibrate_two_stage` (:mod:`dphypo.privacy.two_stage`);
 * conversions: :func:`epsilon_from_rdp`, :func:`delta_from_rdp`.
 
 Modules, each importing only earlier ones (``tests/test_architecture.py`` checks there is no cycle): ``errors``,
 ``events``; ``rdp``, ``conversion``, ``run_counts``; ``profiles``; ``tuning`` (the published theorems); ``adaptive``
 (Theorems A and B); ``search_rdp`` (:func:`tuning_rdp`, the dispatcher to the covering theorems); ``spec``
 (:class:`RepeatAndSelect`, :class:`PrivacyReport`); ``profile_tuning``; ``accountant`` (:func:`account`); ``charged``;
-``plan`` (:class:`PrivacyAccounting`); ``calibration``; ``subsampled``, ``transfer``.
+``plan`` (:class:`PrivacyAccounting`); ``calibration``; ``heterogeneous``; ``two_stage``; ``subsampled``,
+``transfer``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,15 @@ from dphypo.privacy.accounting import PrivacyAccounting
 from dphypo.privacy.adaptive import theorem_a, theorem_a_pure, theorem_b
 from dphypo.privacy.calibration import CalibrationError, CalibrationResult, calibrate_dpsgd_sigma, calibrate_sigma
 from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
+from dphypo.privacy.heterogeneous import (
+    CandidateRun,
+    DominanceError,
+    HeterogeneousCalibration,
+    HeterogeneousPlan,
+    ReferenceRun,
+    calibrate_heterogeneous,
+    plan_heterogeneous,
+)
 from dphypo.privacy.rdp import (
     DEFAULT_ORDERS,
     RdpCurve,
@@ -59,6 +75,16 @@ from dphypo.privacy.tuning import (
     dphypo_theorem2,
     papernot_steinke_theorem6,
 )
+from dphypo.privacy.two_stage import (
+    FinalRun,
+    FinalSelection,
+    ProbeRelease,
+    ProbeSelection,
+    TwoStageDesignError,
+    TwoStageReport,
+    account_two_stage,
+    calibrate_two_stage,
+)
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -66,18 +92,32 @@ __all__ = [
     "AdaptivePoissonError",
     "CalibrationError",
     "CalibrationResult",
+    "CandidateRun",
+    "DominanceError",
+    "FinalRun",
+    "FinalSelection",
+    "HeterogeneousCalibration",
+    "HeterogeneousPlan",
     "Poisson",
     "PrivacyAccounting",
     "PrivacyReport",
+    "ProbeRelease",
+    "ProbeSelection",
     "RdpCurve",
+    "ReferenceRun",
     "RepeatAndSelect",
     "RunCountDistribution",
     "TruncatedNegativeBinomial",
     "TuningRdp",
+    "TwoStageDesignError",
+    "TwoStageReport",
     "account",
     "account_pure",
+    "account_two_stage",
     "calibrate_dpsgd_sigma",
+    "calibrate_heterogeneous",
     "calibrate_sigma",
+    "calibrate_two_stage",
     "check_density_bounds",
     "compose",
     "custom_rdp",
@@ -91,6 +131,7 @@ __all__ = [
     "logarithmic",
     "make_run_count",
     "papernot_steinke_theorem6",
+    "plan_heterogeneous",
     "pure_dp_rdp",
     "theorem_a",
     "theorem_a_pure",

@@ -167,7 +167,9 @@ class SearchRun:
         """Make every remaining run on ``executor``, ``runs_per_update`` candidates per projected density.
 
         Each batch runs on the executor and the strategy sees every result in run order before the next density,
-        so the release does not depend on the executor.
+        so the release does not depend on the executor. An objective that trains in passes
+        (:class:`~dphypo.search.evaluation.PassObjective`) trains each batch as one pass per worker, padded to
+        ``runs_per_update`` candidates in all, so the last (partial) batch takes as long as a full one.
 
         Args:
             executor: Where runs execute (default: in this process).
@@ -183,7 +185,7 @@ class SearchRun:
             if progress is not None and len(self.trace.trials) > before:  # replayed from the journal
                 progress(len(self.trace.trials))
             done = run_batch(self.objective, self.space, batch, executor, self.recorder, progress,
-                             completed=len(self.trace.trials))
+                             completed=len(self.trace.trials), pass_size=runs_per_update)
             for run in batch:
                 trial, artifact = done[run.number]
                 self.tell(run.number, trial, artifact)

@@ -14,6 +14,10 @@ A repeat makes the same runs in both engines, up to floating-point round-off bet
 one in the GP fit (measured: none changed a path; ``tests/simulation/test_batched.py`` compares path by path and in
 distribution). Results do not depend on ``batch`` or ``workers`` beyond that round-off.
 
+Memory: a GP member's posterior state is O(n·min(T, n)) (:mod:`dphypo.strategies.gp.memory`); each job holds at most
+:func:`memory_batch` members, so that the jobs running at once fit in a share of the available memory whatever
+``batch`` asks for (with 24 GB available, n = 2,500, T = 1,000 and two workers: 74 members per job, not 256).
+
 The strategy's curator-only events (fallbacks, fit warnings) are not recorded: a simulation releases values
 only.
 """
@@ -24,6 +28,7 @@ import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import psutil
 
 from dphypo.privacy import RunCountDistribution
 from dphypo.privacy.tuning import check_density_bounds
@@ -35,7 +40,9 @@ from dphypo.strategies import Direction, Strategy, best_runs, density_bounds
 from dphypo.strategies.base import check_strategy
 
 __all__ = [
+    "MEMORY_SHARE",
     "incumbent_distance",
+    "memory_batch",
     "release_batch",
     "repeat_streams",
     "run_counts",
@@ -49,6 +56,37 @@ NOISE, RUN_COUNT, SAMPLING, STRATEGY = range(4)
 _UNIFORM_JOB = 4096
 #: ... as long as its (repeats, grid size) densities stay within this many float64 entries (32 MB).
 _UNIFORM_JOB_ENTRIES = 1 << 22
+
+
+#: Share of the available memory the GP sessions of all concurrent jobs may take together (the rest: the landscape,
+#: the interpreter and torch of every worker, and other programs).
+MEMORY_SHARE = 0.5
+
+
+def memory_batch(size: int, max_runs: int, workers: int, *, available: int | None = None) -> int:
+    """Most GP searches one job may advance together so that ``workers`` concurrent jobs fit in memory.
+
+    Each job gets MEMORY_SHARE·available/workers bytes; a job of B members on a grid of n points whose searches
+    make at most T runs peaks at B·8·n·(4·(min(T, 2n) + 1) + 4) bytes plus one fit chunk's temporaries
+    (:func:`~dphypo.strategies.gp.memory.job_bytes`), so
+
+        B = ⌊(MEMORY_SHARE·available/workers − chunk) / (8·n·(4·(min(T, 2n) + 1) + 4))⌋, at least 1.
+
+    Args:
+        size: Grid points n.
+        max_runs: The longest search's T.
+        workers: Jobs running at once.
+        available: Bytes available (default: ``psutil.virtual_memory().available``).
+
+    Returns:
+        B ≥ 1 (one member even when the bound exceeds the memory: a single search cannot be split).
+    """
+    from dphypo.strategies.gp.memory import factor_bytes, job_bytes
+
+    check_positive_int("workers", workers)
+    free = psutil.virtual_memory().available if available is None else int(available)
+    budget = MEMORY_SHARE * free / workers - job_bytes(0, size, max_runs)
+    return max(1, int(budget // factor_bytes(size, max_runs)))
 
 
 def repeat_streams(seed: int, repeat: int) -> list[np.random.SeedSequence]:
@@ -172,7 +210,11 @@ def _jobs(
     runs = np.flatnonzero(counts > 0)
     order = runs[np.argsort(-counts[runs], kind="stable")]
     # A search with C = c = 1 never adapts: no GP, only the job overhead matters (and its (B, n) densities' memory).
-    size = min(_UNIFORM_JOB, max(1, _UNIFORM_JOB_ENTRIES // landscape.size)) if (C, c) == (1.0, 1.0) else batch
+    # An adaptive one holds a GP posterior per member: at most what the available memory allows (memory_batch).
+    if (C, c) == (1.0, 1.0):
+        size = min(_UNIFORM_JOB, max(1, _UNIFORM_JOB_ENTRIES // landscape.size))
+    else:
+        size = min(batch, memory_batch(landscape.size, int(counts.max()), workers))
     count = min(order.size, max(workers, -(-order.size // size)))
     parts = [order[k::count] for k in range(count)]
     return [(landscape, strategy, counts[part].tolist(), part.tolist(), C, c, seed) for part in parts]
@@ -207,7 +249,8 @@ def simulate_batched(
         C: Upper density-ratio bound.
         c: Lower density-ratio bound.
         seed: Study seed.
-        batch: GP searches fitted together (members of one batched GP), ≥ 1.
+        batch: GP searches fitted together (members of one batched GP), ≥ 1; at most :func:`memory_batch` are
+            (the results do not depend on it).
         workers: Processes of the default executor (default: all cores, one torch thread each, at most one per
             job); 1 runs in this process. With ``executor`` given by name: its workers.
         executor: Where the jobs (batches of repeats) run: an :class:`~dphypo.search.execution.Executor`

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from dphypo.privacy.validation import is_real
 from dphypo.space import SearchSpace
 
 __all__ = ["DIRECTIONS", "SCALES", "Landscape", "load_landscape", "save_landscape"]
@@ -306,9 +307,59 @@ class Landscape:
         metadata = {**self.metadata, "std_replaced": {**record, "note": note}}
         return dataclasses.replace(self, std=new_std, metadata=metadata)
 
+    def slice(self, keep: Sequence[str], at: Mapping[str, Any] | None = None) -> Landscape:
+        """The sub-landscape over the axes ``keep``, every other axis fixed at one grid value.
+
+        What a 2-D figure of an N-D landscape draws (``dphypo plot landscape --axes``).
+
+        Args:
+            keep: Names of the axes kept, in the order the result has them (at least 1, distinct).
+            at: Grid value of each other axis (default: that axis's value at the best grid point).
+
+        Returns:
+            The slice; ``metadata['slice']`` records the fixed values.
+
+        Raises:
+            ValueError: An unknown or repeated axis, a value that is not on its axis, or ``at`` naming a kept axis.
+        """
+        keep = tuple(keep)
+        unknown = [name for name in keep if name not in self.axis_names]
+        if not keep or unknown or len(set(keep)) != len(keep):
+            raise ValueError(f"keep must name distinct axes among {list(self.axis_names)}, got {list(keep)}")
+        at = dict(at or {})
+        wrong = [name for name in at if name in keep or name not in self.axis_names]
+        if wrong:
+            raise ValueError(f"at must fix only axes that are not kept, among {list(self.axis_names)}, got {wrong}")
+        best = np.unravel_index(self.best_index, self.shape)
+        index: list[Any] = []
+        fixed: dict[str, Any] = {}
+        for k, (name, values) in enumerate(zip(self.axis_names, self.axis_values, strict=True)):
+            if name in keep:
+                index.append(slice(None))
+                continue
+            position = int(best[k]) if name not in at else _grid_position(values, at[name], name)
+            index.append(position)
+            fixed[name] = float(values[position])
+        order = [[name for name in self.axis_names if name in keep].index(name) for name in keep]
+        mean, std = (np.transpose(array[tuple(index)], order) for array in (self.mean, self.std))
+        positions = [self.axis_names.index(name) for name in keep]
+        return Landscape(mean, std, keep, tuple(self.axis_values[k] for k in positions),
+                         tuple(self.axis_scales[k] for k in positions), self.direction,
+                         {**self.metadata, "slice": fixed})
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this landscape to ``path`` (see :func:`save_landscape`)."""
         save_landscape(self, path)
+
+
+def _grid_position(values: np.ndarray, value: Any, name: str) -> int:
+    """Index of ``value`` on an axis (relative tolerance 1e-9: values parsed from text), or one line why not."""
+    if not is_real(value):
+        raise ValueError(f"at[{name!r}] must be a number on the axis, got {value!r}")
+    close = np.flatnonzero(np.isclose(values, float(value), rtol=1e-9, atol=0.0))
+    if close.size != 1:
+        raise ValueError(f"at[{name!r}]={value!r} is not a grid value of axis {name!r}: {values.tolist()}")
+    return int(close[0])
 
 
 # --- File I/O --------------------------------------------------------------------------------------------

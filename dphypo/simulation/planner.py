@@ -19,6 +19,14 @@ Status of a candidate that cannot run (reported, never raised, never extrapolate
   even with infinite noise, or the σ-independent score release, exceeds it);
 * ``"outside family"``: the calibrated σ lies outside the family's σ range.
 
+Compute (:class:`ComputeBudget`): a plan may also be bounded in compute. Every row reports its expected number of
+training runs (E[T]; a simulated search loses no attempt, so none is charged) and, given the seconds one run takes
+(the family's ``seconds_per_run_mean`` metadata, :func:`family_run_seconds`, or the curator's own figure), its
+expected compute E[T] × seconds. Rows over ``max_mean_runs`` or over the compute budget are simulated and shown but
+never picked; :attr:`PlanResult.pareto_front` lists the rows no cheaper row matches in mean released value (the
+utility-vs-compute front at the plan's fixed ε). Each candidate names its ``design`` (``"uniform"`` or
+``"dp-hypo"``), the axis along which other search designs (e.g. two-stage searches) join a plan.
+
 Differences (:func:`compare_rows`): every candidate of one plan runs the same repeats with the same study seed, so
 repeat r of every candidate uses the same random streams (:func:`dphypo.simulation.batched.repeat_streams`), and of
 two candidates with the same run-count law also the same T. The pairs (value_r of one, value_r of the other) are then
@@ -41,25 +49,39 @@ from scipy import stats
 
 from dphypo.privacy import CalibrationError, RepeatAndSelect, RunCountDistribution, make_run_count
 from dphypo.privacy.adaptive import check_adaptive_theorem
-from dphypo.privacy.validation import check_delta, check_non_negative_int, check_positive, check_positive_int
+from dphypo.privacy.two_stage import FinalRun, ProbeRelease, ProbeSelection, TwoStageDesignError
+from dphypo.privacy.validation import (
+    check_delta,
+    check_non_negative_int,
+    check_positive,
+    check_positive_int,
+    is_real,
+)
 from dphypo.search.execution import Executor, executor_scope
 from dphypo.simulation.equal_epsilon import arm_calibration
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.simulate import mean_ci95, simulate
 from dphypo.simulation.studies import finite_or_none, strategy_config
+from dphypo.simulation.two_stage import TwoStageDesign, calibrate_design, two_stage_values
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
 
 __all__ = [
     "DEFAULT_GPUCB_BOUNDS",
     "DEFAULT_TOP_MASSES",
+    "DEFAULT_TWO_STAGE_SPLITS",
     "PLAN_RUN_COUNTS",
+    "Candidate",
     "Comparison",
+    "ComputeBudget",
     "PlanCandidate",
     "PlanResult",
     "PlanRow",
     "RowStatus",
+    "TwoStageCandidate",
     "compare_rows",
     "default_candidates",
+    "default_two_stage_candidates",
+    "family_run_seconds",
     "plan_search",
     "strategy_label",
     "welch_ci95",
@@ -74,6 +96,12 @@ DEFAULT_TOP_MASSES: tuple[float, ...] = (0.05, 0.1)
 PLAN_RUN_COUNTS: tuple[str, ...] = ("geometric", "logarithmic")
 
 RowStatus = Literal["ok", "unreachable", "outside family"]
+
+#: Spawn key of the two-stage rows' random streams (distinct from the repeat streams' keys).
+_TWO_STAGE_STREAM = 2_024
+
+#: Budget splits (fraction of ε to the probes) of :func:`default_two_stage_candidates`.
+DEFAULT_TWO_STAGE_SPLITS: tuple[float, ...] = (0.3, 0.5, 0.7)
 
 
 def strategy_label(strategy: Strategy) -> str:
@@ -91,6 +119,80 @@ def strategy_label(strategy: Strategy) -> str:
     if isinstance(strategy, GPTopSet):
         return f"{strategy.name} C={C:g} mass={strategy.top_mass:g} (c={c:.4g})"
     return f"{strategy.name} C={C:g} c={c:.4g}"
+
+
+@dataclass(frozen=True)
+class ComputeBudget:
+    """What a plan may spend on training: a cap on E[T] and an expected-compute budget.
+
+    Attributes:
+        run_seconds: Seconds one training run takes (> 0), or ``None`` when unknown (then only ``max_mean_runs``
+            can bound the plan, and compute is reported in runs).
+        budget_seconds: Expected compute a configuration may use, E[runs] × ``run_seconds`` (> 0; needs
+            ``run_seconds``), or ``None`` for no budget.
+        max_mean_runs: Largest E[runs] a configuration may have (≥ 1), or ``None``.
+        source: Where ``run_seconds`` came from (e.g. ``"--run-seconds"``, ``"family metadata
+            seconds_per_run_mean"``), for the report.
+    """
+
+    run_seconds: float | None = None
+    budget_seconds: float | None = None
+    max_mean_runs: float | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        """Validate eagerly: budgets are positive, and a seconds budget needs a cost per run."""
+        check_positive("run_seconds", self.run_seconds, optional=True)
+        check_positive("budget_seconds", self.budget_seconds, optional=True)
+        runs = self.max_mean_runs
+        if runs is not None and not (is_real(runs) and math.isfinite(float(runs)) and float(runs) >= 1.0):
+            raise ValueError(f"max_mean_runs must be a finite number >= 1, got {self.max_mean_runs!r}")
+        if self.budget_seconds is not None and self.run_seconds is None:
+            raise ValueError("budget_seconds needs run_seconds (the family's metadata has no seconds_per_run_mean: "
+                             "give the cost of one run)")
+
+    @property
+    def bounded(self) -> bool:
+        """Whether any compute constraint is set."""
+        return self.budget_seconds is not None or self.max_mean_runs is not None
+
+    def expected_compute(self, expected_runs: float) -> float | None:
+        """Expected seconds of ``expected_runs`` runs, or ``None`` without ``run_seconds``."""
+        return None if self.run_seconds is None else float(expected_runs) * self.run_seconds
+
+    def over_budget(self, expected_runs: float) -> str:
+        """Why a configuration with ``expected_runs`` runs exceeds the budget (one line), or ``""`` if it fits."""
+        if self.max_mean_runs is not None and expected_runs > self.max_mean_runs:
+            return f"E[runs] = {expected_runs:g} > max mean runs {self.max_mean_runs:g}"
+        compute = self.expected_compute(expected_runs)
+        if self.budget_seconds is not None and compute is not None and compute > self.budget_seconds:
+            return f"expected compute {compute:.4g} s > budget {self.budget_seconds:g} s"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready settings."""
+        return {"run_seconds": self.run_seconds, "budget_seconds": self.budget_seconds,
+                "max_mean_runs": self.max_mean_runs, "source": self.source}
+
+
+def family_run_seconds(family: LandscapeFamily) -> float | None:
+    """Seconds one training run of the family's mechanism took: the mean of its members' ``seconds_per_run_mean``.
+
+    The members' timings (written by the landscape builder, :mod:`dphypo.simulation.builder`) measure the same
+    mechanism at different σ, which does not change the work of a run, so their mean is the estimate. The hardware
+    they were measured on is the builder's, not necessarily the curator's: pass the curator's own figure when it
+    differs.
+
+    Args:
+        family: The landscape family.
+
+    Returns:
+        The mean, or ``None`` when a member lacks a finite positive ``seconds_per_run_mean``.
+    """
+    seconds = [member.metadata.get("seconds_per_run_mean") for member in family.members]
+    if not all(is_real(x) and math.isfinite(float(x)) and float(x) > 0 for x in seconds):
+        return None
+    return float(np.mean(np.asarray(seconds, dtype=np.float64)))
 
 
 @dataclass(frozen=True)
@@ -129,14 +231,113 @@ class PlanCandidate:
         return c < C
 
     @property
+    def design(self) -> str:
+        """The search design: ``"uniform"`` (C = c = 1) or ``"dp-hypo"`` (an adaptive sampler in S_{C,c})."""
+        return "dp-hypo" if self.adaptive else "uniform"
+
+    @property
     def expected_runs(self) -> float:
-        """E[T]."""
+        """Expected training runs: E[T] (a simulated search loses no attempt, so no lost attempt is charged)."""
         return float(self.run_count.mean)
 
     @property
     def name(self) -> str:
         """The label with E[T], e.g. ``"uniform, E[T]=20"``."""
         return f"{self.label}, E[T]={self.expected_runs:g}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells a plan's candidates apart: ``(label, run count)``."""
+        return self.label, repr(self.run_count)
+
+    @property
+    def shares_streams(self) -> bool:
+        """Repeat r runs on :func:`dphypo.simulation.batched.repeat_streams` ``(seed, r)`` (pairable across rows)."""
+        return True
+
+
+@dataclass(frozen=True)
+class TwoStageCandidate:
+    """A two-stage design a plan compares (:mod:`dphypo.simulation.two_stage`): probes, then one committed run.
+
+    In a plan the probes run on the plan's family itself: full-fidelity runs at their own (larger) σ, so a probe
+    costs what a final run costs. Its simulated repeats draw from their own streams (not
+    :func:`~dphypo.simulation.batched.repeat_streams`), so it is compared with other rows by Welch's interval.
+
+    Attributes:
+        two_stage: The design (stages and budget split).
+    """
+
+    two_stage: TwoStageDesign
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.two_stage, TwoStageDesign):
+            raise ValueError(f"two_stage must be a TwoStageDesign, got {self.two_stage!r}")
+
+    @property
+    def label(self) -> str:
+        """``"two-stage: "`` and the design's own label."""
+        return f"two-stage: {self.two_stage.label()}"
+
+    @property
+    def name(self) -> str:
+        """The label (it already names the run counts)."""
+        return self.label
+
+    @property
+    def design(self) -> str:
+        """``"two-stage"``."""
+        return "two-stage"
+
+    @property
+    def adaptive(self) -> bool:
+        """Not a DP-HyPO search: its probes are drawn from the prior (adaptivity is in the commitment)."""
+        return False
+
+    @property
+    def expected_runs(self) -> float:
+        """Expected training runs of both stages (probes, then final runs)."""
+        return self.two_stage.stage1.expected_probes + self.two_stage.stage2.expected_runs
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells a plan's candidates apart."""
+        return self.label, "two-stage"
+
+    @property
+    def shares_streams(self) -> bool:
+        """Its repeats use their own streams (class docstring)."""
+        return False
+
+
+Candidate = PlanCandidate | TwoStageCandidate
+
+
+def default_two_stage_candidates(
+    means: Iterable[float], kind: str = "geometric", splits: Sequence[float] = DEFAULT_TWO_STAGE_SPLITS
+) -> tuple[TwoStageCandidate, ...]:
+    """Two-stage designs for a plan: the best of E[T] = m uniform probes, or m released probes, then one final run.
+
+    Every probe count is combined with every budget split; released probes only for an integer m.
+
+    Args:
+        means: Probe counts / E[T] of the probe selection (each > 1).
+        kind: The probe selection's law of T, one of :data:`PLAN_RUN_COUNTS`.
+        splits: Fractions of ε for the probes (each in (0, 1)).
+
+    Returns:
+        The candidates, E[T] outer, then released / selected probes, then the split.
+    """
+    if kind not in PLAN_RUN_COUNTS:
+        raise ValueError(f"runs must be one of {PLAN_RUN_COUNTS}, got {kind!r}")
+    out = []
+    for m in (float(x) for x in means):
+        selection = ProbeSelection(RepeatAndSelect(make_run_count(kind, mean=m)))
+        for split in splits:
+            out.append(TwoStageCandidate(TwoStageDesign(selection, FinalRun(), split)))
+            if float(m).is_integer():
+                out.append(TwoStageCandidate(TwoStageDesign(ProbeRelease(int(m)), FinalRun(), split)))
+    return tuple(out)
 
 
 def default_candidates(
@@ -191,7 +392,8 @@ class PlanRow:
         status: ``"ok"`` (simulated), ``"unreachable"`` (no σ meets the total ε) or ``"outside family"`` (σ outside
             the family's range: not simulated, never extrapolated).
         reason: Why a row is not ``"ok"`` (one line; empty otherwise).
-        sigma: The calibrated σ (``None`` when unreachable).
+        sigma: The calibrated σ (``None`` when unreachable); of the final run(s) for a two-stage design.
+        probe_sigma: The probes' σ of a two-stage design (``None`` otherwise).
         sigma_tolerance: The calibration's tolerance on σ (conservative side), or ``None``.
         epsilon: Total ε accounted at ``sigma`` (≤ the target), or ``None``.
         method: The bound that gave ``epsilon`` (e.g. ``"profile-tnb"``, ``"rdp-theorem-b"``), or ``None``.
@@ -202,12 +404,15 @@ class PlanRow:
         values: The true value each repeat released, shape ``(repeats,)`` (empty unless ``"ok"``); curator-only
             simulation output, not in :meth:`to_dict`.
         seconds: Wall time of the row's simulation.
+        expected_compute: Expected training seconds, E[runs] × seconds per run (``None`` without a cost per run).
+        budget_reason: Why the row is over the compute budget (one line; empty when it fits).
     """
 
-    candidate: PlanCandidate
+    candidate: Candidate
     status: RowStatus
     reason: str = ""
     sigma: float | None = None
+    probe_sigma: float | None = None
     sigma_tolerance: float | None = None
     epsilon: float | None = None
     method: str | None = None
@@ -217,6 +422,13 @@ class PlanRow:
     ci95: tuple[float, float] | None = None
     values: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))
     seconds: float = 0.0
+    expected_compute: float | None = None
+    budget_reason: str = ""
+
+    @property
+    def within_budget(self) -> bool:
+        """Whether the row fits the plan's compute budget (only such rows can be picked)."""
+        return not self.budget_reason
 
     @property
     def feasible(self) -> bool:
@@ -231,20 +443,30 @@ class PlanRow:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (no inf/nan; without the per-repeat values)."""
         cand = self.candidate
-        C, c = cand.bounds
         ci = (math.nan, math.nan) if self.ci95 is None else self.ci95
         return {
-            "label": cand.label, "name": cand.name, "strategy": cand.strategy.name, "adaptive": cand.adaptive,
-            "config": strategy_config(cand.strategy), "C": C, "c": c,
-            "run_count": repr(cand.run_count), "expected_runs": cand.expected_runs,
+            "label": cand.label, "name": cand.name, "design": cand.design, **_candidate_config(cand),
+            "adaptive": cand.adaptive, "expected_runs": cand.expected_runs,
             "status": self.status, "reason": self.reason,
-            "sigma": self.sigma, "sigma_tolerance": self.sigma_tolerance,
+            "sigma": self.sigma, "probe_sigma": self.probe_sigma, "sigma_tolerance": self.sigma_tolerance,
             "epsilon": None if self.epsilon is None else finite_or_none(self.epsilon),
             "method": self.method, "theorem": self.theorem, "seed": self.seed,
             "mean": None if self.mean is None else finite_or_none(self.mean),
             "ci95": None if self.ci95 is None else [finite_or_none(ci[0]), finite_or_none(ci[1])],
             "repeats": self.repeats, "seconds": self.seconds,
+            "expected_compute": self.expected_compute, "within_budget": self.within_budget,
+            "budget_reason": self.budget_reason,
         }
+
+
+def _candidate_config(candidate: Candidate) -> dict[str, Any]:
+    """The JSON fields that describe a candidate's search: its strategy and T, or its two-stage design."""
+    if isinstance(candidate, TwoStageCandidate):
+        return {"strategy": None, "config": None, "C": 1.0, "c": 1.0, "run_count": None,
+                "two_stage": candidate.two_stage.describe()}
+    C, c = candidate.bounds
+    return {"strategy": candidate.strategy.name, "config": strategy_config(candidate.strategy), "C": C, "c": c,
+            "run_count": repr(candidate.run_count)}
 
 
 def welch_ci95(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
@@ -324,8 +546,9 @@ class Comparison:
 def compare_rows(first: PlanRow, second: PlanRow) -> Comparison:
     """``first − second`` with a 95 % interval: paired when the rows share their streams, else Welch's.
 
-    Rows share their streams when they ran with the same seed (repeat r of each used
-    :func:`dphypo.simulation.batched.repeat_streams` ``(seed, r)``, whatever the number of repeats): the pairs over
+    Rows share their streams when they ran with the same seed and both draw from the repeat streams (repeat r of
+    each used :func:`dphypo.simulation.batched.repeat_streams` ``(seed, r)``, whatever the number of repeats; a
+    :class:`TwoStageCandidate` has streams of its own): the pairs over
     their common repeats are then i.i.d. over r, so the paired interval (:func:`dphypo.simulation.simulate.mean_ci95`
     of the per-repeat differences, as :mod:`dphypo.simulation.studies` pairs arms) is valid, while Welch's, which
     assumes independent samples, is not. Rows with different seeds are independent: :func:`welch_ci95`.
@@ -343,13 +566,13 @@ def compare_rows(first: PlanRow, second: PlanRow) -> Comparison:
     for row in (first, second):
         if not row.feasible:
             raise ValueError(f"row {row.candidate.name!r} was not simulated ({row.status}): nothing to compare")
-    paired = first.seed == second.seed
+    paired = first.seed == second.seed and first.candidate.shares_streams and second.candidate.shares_streams
     if paired:
         n = min(first.repeats, second.repeats)  # repeat r's streams do not depend on the number of repeats
         difference, ci = mean_ci95(first.values[:n] - second.values[:n])
     else:
         difference, ci = welch_ci95(first.values, second.values)
-    same_runs = paired and first.candidate.run_count == second.candidate.run_count
+    same_runs = paired and first.candidate.key[1] == second.candidate.key[1]  # both PlanCandidates: the same T law
     return Comparison(first, second, difference, ci, paired, same_runs)
 
 
@@ -367,6 +590,7 @@ class PlanResult:
         rows: One row per candidate, in candidate order.
         seconds: Wall time of the plan.
         adaptive_theorem: The accounting every candidate was calibrated with (:func:`plan_search`).
+        compute: The compute budget the plan picks under (rows over it are shown, never picked).
     """
 
     epsilon: float
@@ -378,24 +602,46 @@ class PlanResult:
     rows: tuple[PlanRow, ...]
     seconds: float = 0.0
     adaptive_theorem: str = "B"
+    compute: ComputeBudget = ComputeBudget()
 
     @property
     def ranked(self) -> tuple[PlanRow, ...]:
-        """The simulated rows, best mean first (ties: candidate order)."""
+        """The simulated rows, best mean first (ties: candidate order), over-budget rows included."""
         feasible = [(k, r) for k, r in enumerate(self.rows) if r.feasible]
         return tuple(r for _, r in sorted(feasible, key=lambda kr: (-float(kr[1].mean or 0.0), kr[0])))
 
     @property
+    def eligible(self) -> tuple[PlanRow, ...]:
+        """The simulated rows within the compute budget, best mean first: the ones a plan can pick."""
+        return tuple(r for r in self.ranked if r.within_budget)
+
+    @property
     def best(self) -> PlanRow | None:
-        """The configuration with the highest mean released value, or ``None`` when no candidate could run."""
-        ranked = self.ranked
-        return ranked[0] if ranked else None
+        """The best mean released value within the compute budget, or ``None`` when no such candidate ran."""
+        eligible = self.eligible
+        return eligible[0] if eligible else None
 
     @property
     def runner_up(self) -> PlanRow | None:
-        """The second-best configuration, or ``None``."""
-        ranked = self.ranked
-        return ranked[1] if len(ranked) > 1 else None
+        """The second-best configuration within the compute budget, or ``None``."""
+        eligible = self.eligible
+        return eligible[1] if len(eligible) > 1 else None
+
+    @property
+    def pareto_front(self) -> tuple[PlanRow, ...]:
+        """The utility-vs-compute front at the plan's ε: simulated rows no cheaper row matches in mean value.
+
+        Rows are ordered by expected compute (expected runs when no cost per run is known; ties: higher mean first,
+        then candidate order) and a row is on the front when its mean beats every cheaper row's. Over-budget rows
+        can be on it: the front shows what more compute would buy.
+        """
+        order = sorted(((k, r) for k, r in enumerate(self.rows) if r.feasible),
+                       key=lambda kr: (kr[1].candidate.expected_runs, -float(kr[1].mean or 0.0), kr[0]))
+        front: list[PlanRow] = []
+        for _, row in order:
+            if not front or float(row.mean or 0.0) > float(front[-1].mean or 0.0):
+                front.append(row)
+        return tuple(front)
 
     @property
     def difference(self) -> Comparison | None:
@@ -421,12 +667,14 @@ class PlanResult:
         out = []
         means: list[float] = []
         for row in self.rows:
-            if row.candidate.expected_runs not in means:
+            if row.candidate.design != "two-stage" and row.candidate.expected_runs not in means:
                 means.append(row.candidate.expected_runs)
         ranked = self.ranked
         for m in means:
-            uniform = next((r for r in ranked if r.candidate.expected_runs == m and not r.candidate.adaptive), None)
-            adaptive = next((r for r in ranked if r.candidate.expected_runs == m and r.candidate.adaptive), None)
+            uniform = next((r for r in ranked if r.candidate.expected_runs == m and r.candidate.design == "uniform"),
+                           None)
+            adaptive = next((r for r in ranked if r.candidate.expected_runs == m and r.candidate.design == "dp-hypo"),
+                            None)
             comparison = None if uniform is None or adaptive is None else compare_rows(adaptive, uniform)
             out.append((m, uniform, adaptive, comparison))
         return out
@@ -437,6 +685,7 @@ class PlanResult:
         return {
             "epsilon": self.epsilon, "delta": self.delta, "repeats": self.repeats, "seed": self.seed,
             "adaptive_theorem": self.adaptive_theorem, "family_sigmas": list(self.family_sigmas),
+            "compute": self.compute.to_dict(),
             "best_value": finite_or_none(self.best_value),
             "seconds": self.seconds,
             "rows": [r.to_dict() for r in self.rows],
@@ -444,6 +693,12 @@ class PlanResult:
             "runner_up": None if second is None else second.candidate.name,
             "difference": None if diff is None else diff.to_dict(),
             "significant": self.significant,
+            "pareto_front": [
+                {"name": r.candidate.name, "design": r.candidate.design, "expected_runs": r.candidate.expected_runs,
+                 "expected_compute": r.expected_compute, "mean": finite_or_none(float(r.mean or 0.0)),
+                 "within_budget": r.within_budget}
+                for r in self.pareto_front
+            ],
             "by_expected_runs": [
                 {"expected_runs": m, "best_uniform": None if u is None else u.candidate.name,
                  "best_adaptive": None if a is None else a.candidate.name,
@@ -453,11 +708,39 @@ class PlanResult:
         }
 
 
+def _outside(family: LandscapeFamily, sigma: float, epsilon: float, what: str = "sigma") -> str:
+    """Why σ cannot be simulated on the family (one line), or ``""`` inside its range."""
+    low, high = family.sigma_range
+    if low <= sigma <= high:
+        return ""
+    return (f"needs {what}={sigma:.6g} for total epsilon={epsilon:g}, outside the family's range [{low:g}, {high:g}]; "
+            f"build a member there (dphypo landscape build --sigma)")
+
+
+def _calibrated_two_stage_row(
+    family: LandscapeFamily, epsilon: float, delta: float, candidate: TwoStageCandidate, seed: int
+) -> PlanRow:
+    """A two-stage candidate's σ pair for the total ε (RDP composition of its stages) and its status."""
+    try:
+        calibration = calibrate_design(candidate.two_stage, epsilon, delta, family.mechanism_metadata)
+    except (CalibrationError, TwoStageDesignError) as err:
+        return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
+    report = calibration.report
+    theorem = f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}; composed (RDP)"
+    row = PlanRow(candidate, "ok", sigma=calibration.final_sigma, probe_sigma=calibration.probe_sigma,
+                  epsilon=float(report.epsilon), method=report.method, theorem=theorem, seed=seed)
+    reason = (_outside(family, calibration.probe_sigma, epsilon, "probe sigma")
+              or _outside(family, calibration.final_sigma, epsilon, "final sigma"))
+    return dataclasses.replace(row, status="outside family", reason=reason) if reason else row
+
+
 def _calibrated_row(
-    family: LandscapeFamily, epsilon: float, delta: float, candidate: PlanCandidate, seed: int,
+    family: LandscapeFamily, epsilon: float, delta: float, candidate: Candidate, seed: int,
     adaptive_theorem: str = "B",
 ) -> PlanRow:
     """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
+    if isinstance(candidate, TwoStageCandidate):
+        return _calibrated_two_stage_row(family, epsilon, delta, candidate, seed)
     C, c = candidate.bounds
     try:
         calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.mechanism_metadata,
@@ -467,19 +750,15 @@ def _calibrated_row(
     report = calibration.report
     row = PlanRow(candidate, "ok", sigma=calibration.sigma, sigma_tolerance=calibration.sigma_tolerance,
                   epsilon=float(report.epsilon), method=report.method, theorem=report.theorem, seed=seed)
-    low, high = family.sigma_range
-    if not low <= calibration.sigma <= high:
-        reason = (f"needs sigma={calibration.sigma:.6g} for total epsilon={epsilon:g}, outside the family's range "
-                  f"[{low:g}, {high:g}]; build a member there (dphypo landscape build --sigma)")
-        return dataclasses.replace(row, status="outside family", reason=reason)
-    return row
+    reason = _outside(family, calibration.sigma, epsilon)
+    return dataclasses.replace(row, status="outside family", reason=reason) if reason else row
 
 
 def plan_search(
     family: LandscapeFamily,
     epsilon: float,
     delta: float,
-    candidates: Sequence[PlanCandidate],
+    candidates: Sequence[Candidate],
     *,
     repeats: int,
     seed: int = 0,
@@ -487,6 +766,7 @@ def plan_search(
     executor: Executor | str | None = None,
     progress: Callable[[PlanRow], None] | None = None,
     adaptive_theorem: str = "B",
+    compute: ComputeBudget | None = None,
 ) -> PlanResult:
     """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
 
@@ -509,13 +789,16 @@ def plan_search(
         adaptive_theorem: The accounting every candidate is calibrated with, named explicitly and recorded
             (:func:`dphypo.simulation.equal_epsilon.arm_calibration`: ``"B"``, or ``"A"`` as in the shipped plans
             of docs/studies/, whose rows also name their method and theorem).
+        compute: The compute budget (default: none, compute reported when the family's metadata times a run).
+            Without ``run_seconds`` it takes :func:`family_run_seconds`.
 
     Returns:
         One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
         :attr:`~PlanResult.difference`.
 
     Raises:
-        ValueError: Invalid arguments (a candidate that cannot run is a row with its status, not an error).
+        ValueError: Invalid arguments, or a compute budget no candidate meets (a candidate that cannot run is a row
+            with its status, not an error).
     """
     if not isinstance(family, LandscapeFamily):
         raise ValueError(f"family must be a LandscapeFamily, got {type(family).__name__}")
@@ -528,15 +811,18 @@ def plan_search(
     if not candidates:
         raise ValueError("candidates must not be empty")
     for candidate in candidates:
-        if not isinstance(candidate, PlanCandidate):
-            raise ValueError(f"candidates must be PlanCandidate objects, got {candidate!r}")
-    keys = [(x.label, repr(x.run_count)) for x in candidates]
+        if not isinstance(candidate, (PlanCandidate, TwoStageCandidate)):
+            raise ValueError(f"candidates must be PlanCandidate or TwoStageCandidate objects, got {candidate!r}")
+    keys = [x.key for x in candidates]
     if len(set(keys)) != len(keys):
         raise ValueError(f"candidates must be distinct (label, run count) pairs, got {[x.name for x in candidates]}")
+    check_adaptive_theorem(adaptive_theorem)
+    compute = _with_run_seconds(compute or ComputeBudget(), family)
+    _check_some_candidate_fits(candidates, compute)
     start = time.perf_counter()
     # Every σ first: an unreachable or out-of-range candidate is known before the first simulated search.
-    check_adaptive_theorem(adaptive_theorem)
-    calibrated = [_calibrated_row(family, epsilon, delta, x, seed, adaptive_theorem) for x in candidates]
+    calibrated = [_budgeted(_calibrated_row(family, epsilon, delta, x, seed, adaptive_theorem), compute)
+                  for x in candidates]
     rows: list[PlanRow] = []
     with executor_scope(executor, workers=workers) as pool:
         for row in calibrated:
@@ -546,7 +832,35 @@ def plan_search(
             if progress is not None:
                 progress(row)
     return PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
-                      time.perf_counter() - start, adaptive_theorem)
+                      time.perf_counter() - start, adaptive_theorem, compute)
+
+
+def _with_run_seconds(compute: ComputeBudget, family: LandscapeFamily) -> ComputeBudget:
+    """``compute`` with the family's cost per run filled in when the caller gave none."""
+    if not isinstance(compute, ComputeBudget):
+        raise ValueError(f"compute must be a ComputeBudget, got {compute!r}")
+    if compute.run_seconds is not None:
+        return compute
+    seconds = family_run_seconds(family)
+    if seconds is None:
+        return compute
+    return dataclasses.replace(compute, run_seconds=seconds, source="family metadata seconds_per_run_mean")
+
+
+def _check_some_candidate_fits(candidates: Sequence[Candidate], compute: ComputeBudget) -> None:
+    """Refuse, in one line and before any work, a compute budget that no candidate meets."""
+    if any(not compute.over_budget(x.expected_runs) for x in candidates):
+        return
+    cheapest = min(candidates, key=lambda x: x.expected_runs)
+    raise ValueError(f"no candidate meets the compute budget: the cheapest, {cheapest.name}, has "
+                     f"{compute.over_budget(cheapest.expected_runs)}")
+
+
+def _budgeted(row: PlanRow, compute: ComputeBudget) -> PlanRow:
+    """``row`` with its expected compute and, when it exceeds the budget, why."""
+    runs = row.candidate.expected_runs
+    return dataclasses.replace(row, expected_compute=compute.expected_compute(runs),
+                               budget_reason=compute.over_budget(runs))
 
 
 def _simulated(
@@ -554,10 +868,18 @@ def _simulated(
 ) -> PlanRow:
     """``row`` with its simulation: ``repeats`` searches on the family at the row's σ."""
     assert row.sigma is not None  # an "ok" row is calibrated
-    C, c = row.candidate.bounds  # exactly the bounds the row was accounted with
     tick = time.perf_counter()
-    result = simulate(family.at(row.sigma), [row.candidate.strategy], repeats=repeats,
-                      run_count=row.candidate.run_count, C=C, c=c, seed=seed, workers=workers, engine="batched",
-                      executor=pool)[0]
-    return dataclasses.replace(row, mean=result.mean, ci95=result.ci95, values=result.values,
-                               seconds=time.perf_counter() - tick)
+    candidate = row.candidate
+    if isinstance(candidate, TwoStageCandidate):
+        assert row.probe_sigma is not None
+        # its own streams, the same for every two-stage row of the plan (common random numbers among them)
+        rng = np.random.default_rng([seed, _TWO_STAGE_STREAM])
+        values = two_stage_values(candidate.two_stage, family.at(row.probe_sigma), family.at(row.sigma), repeats,
+                                  rng)
+        mean, ci95 = mean_ci95(values)
+    else:
+        C, c = candidate.bounds  # exactly the bounds the row was accounted with
+        result = simulate(family.at(row.sigma), [candidate.strategy], repeats=repeats, run_count=candidate.run_count,
+                          C=C, c=c, seed=seed, workers=workers, engine="batched", executor=pool)[0]
+        values, mean, ci95 = result.values, result.mean, result.ci95
+    return dataclasses.replace(row, mean=mean, ci95=ci95, values=values, seconds=time.perf_counter() - tick)

@@ -3,6 +3,8 @@
 * :class:`Grid` — an explicit, strictly increasing list of numbers on a ``'linear'`` or ``'log'`` scale;
 * :class:`LogFloat`, :class:`Float` — ``num`` log- or linearly spaced values between ``low`` and ``high``;
 * :class:`Int` — the inclusive integer range ``low, low + step, ..., high``;
+* :class:`IntGrid` — an explicit, strictly increasing list of integers on a ``'linear'`` or ``'log'`` scale (e.g.
+  batch sizes 32, 64, 128 on a log scale, so that each doubling is one equal step for the GP);
 * :class:`Choice` — categorical values (any hashable objects) in the order given.
 
 Degenerate axes: numeric axes need at least two distinct values (``low < high``, ``num >= 2``), because a
@@ -18,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, TypeAlias
@@ -35,6 +37,7 @@ __all__ = [
     "Float",
     "Grid",
     "Int",
+    "IntGrid",
     "LogFloat",
     "clean_values",
 ]
@@ -158,22 +161,7 @@ class Grid(_NumericAxis):
     scale: Literal["linear", "log"] = "linear"
 
     def __post_init__(self) -> None:
-        if self.scale not in ("linear", "log"):
-            raise ValueError(f"scale must be 'linear' or 'log', got {self.scale!r}")
-        object.__setattr__(self, "scale", str(self.scale))
-        if isinstance(self.values, str | bytes) or not isinstance(self.values, Sequence | np.ndarray):
-            raise TypeError(f"values must be a sequence of numbers, got {self.values!r}")
-        vals = tuple(_real(v, f"values[{i}]") for i, v in enumerate(self.values))
-        if len(vals) < 2:
-            raise ValueError(f"values must hold at least 2 numbers, got {len(vals)}; fix one with Choice((x,))")
-        diffs = np.diff(np.asarray(vals))
-        if np.any(diffs <= 0):
-            i = int(np.argmax(diffs <= 0))
-            pair = f"values[{i}]={vals[i]!r} >= values[{i + 1}]={vals[i + 1]!r}"
-            raise ValueError(f"values must be strictly increasing, got {pair}")
-        if self.scale == "log" and vals[0] <= 0:
-            raise ValueError(f"values on a log scale must be positive, got values[0]={vals[0]!r}")
-        object.__setattr__(self, "values", vals)
+        _set_explicit_values(self, _real, "numbers")
 
     def __repr__(self) -> str:
         v = self.values
@@ -277,6 +265,72 @@ class Int(_NumericAxis):
         return int((int(x) - self.low) // self.step)
 
 
+@dataclass(frozen=True, repr=False)
+class IntGrid(_NumericAxis):
+    """An explicit integer axis: strictly increasing integers (positive on a log scale), kept as python ints.
+
+    What a privacy-affecting axis of batch sizes or epochs is (:class:`~dphypo.space.SearchSpace`'s
+    ``privacy_roles``): ``params`` returns ``int`` values a data loader takes as is, and ``scale='log'`` measures
+    distances in log space (32 → 64 is as far as 64 → 128).
+
+    Args:
+        values: at least two integers (bools refused; integral floats such as ``64.0`` accepted), strictly
+            increasing; stored as a tuple of ints.
+        scale: ``'linear'`` or ``'log'``.
+    """
+
+    values: tuple[int, ...]
+    scale: Literal["linear", "log"] = "linear"
+
+    def __post_init__(self) -> None:
+        _set_explicit_values(self, _integral, "integers")
+
+    def __repr__(self) -> str:
+        v = self.values
+        shown = [str(x) for x in v] if len(v) <= 4 else [*(str(x) for x in v[:3]), "...", str(v[-1])]
+        return f"IntGrid(({', '.join(shown)}), scale={self.scale!r}, num={len(v)})"
+
+    def index_of(self, value: Any) -> int:
+        """Position of an integer (or integral float) ``value`` on the axis; exact match required."""
+        x = _real(value, "value")
+        if not x.is_integer() or int(x) not in self.values:
+            raise ValueError(f"{value!r} is not a grid value of {self!r}")
+        return self.values.index(int(x))
+
+
+def _set_explicit_values(axis: Grid | IntGrid, convert: Callable[[Any, str], Any], kind: str) -> None:
+    """Validate and store an explicit axis's ``scale`` and ``values`` (≥ 2, strictly increasing, > 0 on log).
+
+    Args:
+        axis: The axis being constructed (frozen: set with ``object.__setattr__``).
+        convert: ``(value, name) -> number``: :func:`_real` or :func:`_integral`, raising on a bad value.
+        kind: ``"numbers"`` or ``"integers"``, for the messages.
+    """
+    if axis.scale not in ("linear", "log"):
+        raise ValueError(f"scale must be 'linear' or 'log', got {axis.scale!r}")
+    object.__setattr__(axis, "scale", str(axis.scale))
+    if isinstance(axis.values, str | bytes) or not isinstance(axis.values, Sequence | np.ndarray):
+        raise TypeError(f"values must be a sequence of {kind}, got {axis.values!r}")
+    vals = tuple(convert(v, f"values[{i}]") for i, v in enumerate(axis.values))
+    if len(vals) < 2:
+        raise ValueError(f"values must hold at least 2 {kind}, got {len(vals)}; fix one with Choice((x,))")
+    for i, (a, b) in enumerate(itertools.pairwise(vals)):
+        if b <= a:
+            raise ValueError(f"values must be strictly increasing, got values[{i}]={a!r} >= values[{i + 1}]={b!r}")
+    if axis.scale == "log" and vals[0] <= 0:
+        raise ValueError(f"values on a log scale must be positive, got values[0]={vals[0]!r}")
+    object.__setattr__(axis, "values", vals)
+
+
+def _integral(value: Any, name: str) -> int:
+    """An integer, or a float with an integral value, as an int (bools and non-integral values refused)."""
+    if is_integer(value):
+        return int(value)
+    if is_real(value) and math.isfinite(float(value)) and float(value).is_integer():
+        return int(float(value))
+    raise TypeError(f"{name} must be an integer, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Choice:
     """A categorical axis: distinct hashable values in the order given.
@@ -336,6 +390,6 @@ class Choice:
 
 
 #: Any axis of a :class:`~dphypo.space.SearchSpace`.
-Axis: TypeAlias = Grid | LogFloat | Float | Int | Choice
+Axis: TypeAlias = Grid | LogFloat | Float | Int | IntGrid | Choice
 #: The axis classes, for ``isinstance`` checks.
-AXIS_TYPES = (Grid, LogFloat, Float, Int, Choice)
+AXIS_TYPES = (Grid, LogFloat, Float, Int, IntGrid, Choice)

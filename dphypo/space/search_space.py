@@ -20,8 +20,9 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from dphypo.privacy.validation import is_integer, is_real
-from dphypo.space.axes import AXIS_TYPES, Axis, Choice, Float, Grid, Int, LogFloat, _integer, _readonly
+from dphypo.space.axes import AXIS_TYPES, Axis, Choice, Float, Grid, Int, IntGrid, LogFloat, _integer, _readonly
 from dphypo.space.parsing import MAX_AXIS_VALUES
+from dphypo.space.privacy_axes import INTEGER_ROLES, check_privacy_roles, settings_of
 
 __all__ = ["DEFAULT_OPTUNA_POINTS", "MAX_GRID_SIZE", "PriorSpec", "SearchSpace"]
 
@@ -48,6 +49,10 @@ class SearchSpace:
             π⁽⁰⁾ = 0, so such a point could never be sampled and only inflates the grid, and the privacy
             analysis (App. D, f ≪ π⁽⁰⁾, ratio bounds f/π⁽⁰⁾ ∈ [c, C]) needs the ratio defined everywhere.
             Drop such points from the axes instead.
+        privacy_roles: axis name → the privacy role it plays (``"batch_size"``, ``"epochs"`` or
+            ``"noise_multiplier"``, :mod:`dphypo.space.privacy_axes`): axes that change a run's privacy, so that
+            each grid point gets its own σ (:mod:`dphypo.privacy.heterogeneous`). Batch sizes and epochs must be
+            integers ≥ 1 (e.g. an :class:`~dphypo.space.IntGrid` on a log scale), σ values > 0.
 
     The object is immutable: cached arrays are read-only.
 
@@ -66,15 +71,17 @@ class SearchSpace:
         [0.167, 0.167, 0.167, 0.167, 0.167, 0.167]
     """
 
-    __slots__ = ("_axes", "_prior", "_shape", "_uniform_prior", "_unit")
+    __slots__ = ("_axes", "_prior", "_privacy_roles", "_shape", "_uniform_prior", "_unit")
     # Set once in __init__ through object.__setattr__ (the class refuses assignment); declared for type checkers.
     _axes: Mapping[str, Axis]
     _prior: np.ndarray
+    _privacy_roles: Mapping[str, str]
     _shape: tuple[int, ...]
     _uniform_prior: bool
     _unit: np.ndarray | None
 
-    def __init__(self, axes: Mapping[str, Axis], prior: PriorSpec = None) -> None:
+    def __init__(self, axes: Mapping[str, Axis], prior: PriorSpec = None,
+                 privacy_roles: Mapping[str, str] | None = None) -> None:
         if not isinstance(axes, Mapping):
             raise TypeError(f"axes must be a mapping from name to axis, got {axes!r}")
         if not axes:
@@ -94,6 +101,7 @@ class SearchSpace:
         set_(self, "_unit", None)
         set_(self, "_uniform_prior", prior is None)
         set_(self, "_prior", _readonly(self._normalised_prior(prior)))
+        set_(self, "_privacy_roles", MappingProxyType(check_privacy_roles(axes, privacy_roles)))
 
     # -- immutability --------------------------------------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -105,20 +113,22 @@ class SearchSpace:
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by construction (mappingproxy is not picklable); needed to hand a space to worker processes.
         prior = None if self._uniform_prior else np.array(self._prior)
-        return (SearchSpace, (dict(self._axes), prior))
+        return (SearchSpace, (dict(self._axes), prior, dict(self._privacy_roles) or None))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SearchSpace):
             return NotImplemented
-        return dict(self._axes) == dict(other._axes) and np.array_equal(self._prior, other._prior)
+        return (dict(self._axes) == dict(other._axes) and np.array_equal(self._prior, other._prior)
+                and dict(self._privacy_roles) == dict(other._privacy_roles))
 
     def __hash__(self) -> int:
-        return hash((tuple(self._axes.items()), self._prior.tobytes()))
+        return hash((tuple(self._axes.items()), self._prior.tobytes(), tuple(self._privacy_roles.items())))
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{name}={axis!r}" for name, axis in self._axes.items())
         prior = "uniform" if self._uniform_prior else "custom"
-        return f"SearchSpace({axes}; shape={self.shape}, size={self.size}, prior={prior})"
+        roles = f", privacy_roles={dict(self._privacy_roles)}" if self._privacy_roles else ""
+        return f"SearchSpace({axes}; shape={self.shape}, size={self.size}, prior={prior}{roles})"
 
     def describe(self) -> dict[str, Any]:
         """The exact, JSON-ready identity of the space (every axis value, and the prior's digest).
@@ -127,14 +137,19 @@ class SearchSpace:
         journal seals it.
 
         Returns:
-            ``{"axes": {name: {"type", "scale", "values"}}, "prior": "uniform" | {"sha256"}}``.
+            ``{"axes": {name: {"type", "scale", "values"}}, "prior": "uniform" | {"sha256"}}``, and with
+            privacy-affecting axes also ``"privacy_roles": {name: role}`` (absent otherwise, so a space without
+            them describes itself as before).
         """
         axes = {name: {"type": type(axis).__name__, "scale": axis.scale, "values": list(axis.values)}
                 for name, axis in self._axes.items()}
-        if self._uniform_prior:
-            return {"axes": axes, "prior": "uniform"}
-        digest = hashlib.sha256(np.ascontiguousarray(self._prior, dtype=np.float64).tobytes()).hexdigest()
-        return {"axes": axes, "prior": {"sha256": digest}}
+        out: dict[str, Any] = {"axes": axes, "prior": "uniform"}
+        if not self._uniform_prior:
+            digest = hashlib.sha256(np.ascontiguousarray(self._prior, dtype=np.float64).tobytes()).hexdigest()
+            out["prior"] = {"sha256": digest}
+        if self._privacy_roles:
+            out["privacy_roles"] = dict(self._privacy_roles)
+        return out
 
     # -- constructors --------------------------------------------------------------------------------------
     @classmethod
@@ -143,6 +158,7 @@ class SearchSpace:
         axis_values: Mapping[str, Sequence[Any] | np.ndarray],
         scales: Mapping[str, str],
         prior: PriorSpec = None,
+        privacy_roles: Mapping[str, str] | None = None,
     ) -> SearchSpace:
         """Build a space from explicit per-axis values (e.g. a landscape ``.npz``'s ``axis_<name>`` arrays).
 
@@ -150,10 +166,13 @@ class SearchSpace:
             axis_values: name -> values (sorted, not necessarily evenly spaced), in grid order.
             scales: name -> ``'linear'`` / ``'log'`` (a :class:`Grid`) or ``'categorical'`` (:class:`Choice`).
             prior: as in :class:`SearchSpace`.
+            privacy_roles: as in :class:`SearchSpace`; a numeric axis playing ``"batch_size"`` or ``"epochs"``
+                becomes an :class:`~dphypo.space.IntGrid` (its values are then ints).
 
         Returns:
             The search space.
         """
+        roles = dict(privacy_roles or {})
         if set(axis_values) != set(scales):
             names = f"{sorted(scales)} != {sorted(axis_values)}"
             raise ValueError(f"scales must name the same axes as axis_values, got {names}")
@@ -163,11 +182,13 @@ class SearchSpace:
             try:
                 if scale == "categorical":
                     axes[name] = Choice(tuple(np.asarray(values).tolist()))
+                elif roles.get(name) in INTEGER_ROLES:
+                    axes[name] = IntGrid(tuple(np.asarray(values).tolist()), scale=str(scale))  # type: ignore
                 else:
                     axes[name] = Grid(tuple(np.asarray(values).tolist()), scale=str(scale))  # type: ignore
             except (TypeError, ValueError) as err:
                 raise type(err)(f"axis {name!r}: {err}") from err
-        return cls(axes, prior=prior)
+        return cls(axes, prior=prior, privacy_roles=privacy_roles)
 
     @classmethod
     def from_optuna(
@@ -327,6 +348,36 @@ class SearchSpace:
     def is_uniform_prior(self) -> bool:
         """Whether the prior was left uniform (``prior=None``)."""
         return self._uniform_prior
+
+    # -- privacy-affecting axes ----------------------------------------------------------------------------
+    @property
+    def privacy_roles(self) -> Mapping[str, str]:
+        """Read-only mapping axis name → privacy role (:mod:`dphypo.space.privacy_axes`), in axis order."""
+        return self._privacy_roles
+
+    @property
+    def changes_privacy(self) -> bool:
+        """Whether some axis changes a run's privacy (then every distinct setting needs its own σ)."""
+        return bool(self._privacy_roles)
+
+    def privacy_settings(self) -> tuple[tuple[dict[str, int | float], ...], np.ndarray]:
+        """The grid's distinct privacy settings and the setting of each grid point.
+
+        What part of the pipeline computes each grid point's (q_i, steps_i) from: one
+        :class:`~dphypo.privacy.heterogeneous.CandidateRun` per setting
+        (:func:`~dphypo.space.privacy_axes.candidate_runs`), one σ_i per setting, and ``point_setting`` maps a grid
+        index to it (hyperparameters that do not change privacy, e.g. lr × clip, share a setting).
+
+        Returns:
+            ``(settings, point_setting)``: settings as ``{role: value}`` dicts (ints for batch size and epochs,
+            floats for σ) in first-seen grid order (one empty dict without privacy axes), and an int64 array of
+            shape ``(size,)``, read-only.
+        """
+        columns = {name: self.grid_values(name) for name in self._privacy_roles}
+        settings, point_setting = settings_of(self._privacy_roles, columns)
+        if not self._privacy_roles:
+            point_setting = np.zeros(self.size, dtype=np.int64)
+        return settings, _readonly(point_setting)
 
     # -- prior ---------------------------------------------------------------------------------------------
     def _normalised_prior(self, prior: PriorSpec) -> np.ndarray:

@@ -241,6 +241,27 @@ class DPSGDRun(RunContext):
         self.engines: list[Any] = []
         self.wrapped: list[tuple[Any, Any]] = []
         self._memory: list[Any] = []  # BatchMemoryManager contexts, exited by check()
+        #: Axis name → privacy role of the axes the mechanism consumed (batch size, epochs: set by
+        #: :class:`~dphypo.train.heterogeneous.HeterogeneousDPSGD`); empty when no axis changes privacy.
+        self.privacy_axes: dict[str, str] = {}
+
+    def training_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` without the privacy axes the mechanism consumed, after checking they are the run's own.
+
+        A search over batch size or epochs trains each point under its own mechanism (σ_i, batch size, epochs);
+        the objective reads only the remaining hyperparameters (lr, clip).
+
+        Raises:
+            RunMisuse: A privacy axis whose value is not the one the run's mechanism trains with.
+        """
+        if not self.privacy_axes:
+            return params
+        mechanism = self.dpsgd
+        for name, role in self.privacy_axes.items():
+            if role in ("batch_size", "epochs") and name in params and int(params[name]) != getattr(mechanism, role):
+                raise RunMisuse(f"params[{name!r}]={params[name]!r} but the run's mechanism trains with "
+                                f"{role}={getattr(mechanism, role)}")
+        return {key: value for key, value in params.items() if key not in self.privacy_axes}
 
     @property
     def dpsgd(self) -> DPSGDMechanism:
@@ -329,6 +350,23 @@ class DPSGDRun(RunContext):
         if grad_sample_mode == "ghost":
             return wrapped, optimizer, wrapped_criterion, dp_loader
         return wrapped, optimizer, dp_loader
+
+    def book(self, engine: Any) -> None:
+        """Register a DP-SGD training that ran outside :meth:`make_private`, for :meth:`check`'s budget check.
+
+        The vectorised engine (:mod:`dphypo.train.vectorized`) trains many runs at once and hands each run its
+        booking (:class:`~dphypo.train.vectorized.Booked`, shaped as an Opacus accountant history); :meth:`check`
+        then compares it with the mechanism exactly as it does an Opacus engine's.
+
+        Args:
+            engine: Anything with ``accountant.history`` (``[(noise_multiplier, sample_rate, steps)]``).
+
+        Raises:
+            RunMisuse: The run already trained (one DP-SGD training per run); recorded on the run.
+        """
+        if self.engines:
+            raise self._misused(ValueError("this run already trained; one DP-SGD training per run"))
+        self.engines.append(engine)
 
     def to_standard_module(self, module: Any) -> Any:
         """The plain ``nn.Module`` inside a module returned by :meth:`make_private` (anything else as it is).

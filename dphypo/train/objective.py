@@ -4,6 +4,11 @@
 the hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
 the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
 :class:`~dphypo.search.records.DataFailure`, so it scores worst and is not retried (privacy rule 5).
+
+In a search the objective trains its runs in *passes* (:meth:`DPSGDObjective.train_pass`, the
+:class:`~dphypo.search.evaluation.PassObjective` protocol): many candidates at once on the vectorised engine
+(:mod:`dphypo.train.passes`), the same mechanism with the same secret streams. ``engine="opacus"`` keeps one Opacus run
+per call.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import math
 import numbers
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -32,8 +37,10 @@ from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset
 from dphypo.train.mechanism import INIT_STREAM, SAMPLING_STREAM, DPSGDMechanism, DPSGDRun, run_stream_seed
 from dphypo.train.models import check_model_for_dataset, default_model, make_model
 from dphypo.train.opacus import quiet_opacus
+from dphypo.train.passes import train_pass
 
 __all__ = [
+    "ENGINES",
     "HYPERPARAMETERS",
     "OPTIMIZERS",
     "DPSGDObjective",
@@ -47,6 +54,9 @@ HYPERPARAMETERS: tuple[str, ...] = ("lr", "clip")
 
 #: Optimizers :class:`DPSGDObjective` can use.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+
+#: How :class:`DPSGDObjective` trains a search's runs: in vectorised passes, or one Opacus run at a time.
+ENGINES: tuple[str, ...] = ("vectorized", "opacus")
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
@@ -207,6 +217,11 @@ class DPSGDObjective:
         test_fraction: Test fraction of the split (datasets without an official test set).
         subset: Train and score on a Poisson subsample only (:class:`~dphypo.train.data.DataSubset`; KK 2023
             subsampled tuning, see :meth:`with_subset`). ``None``: the whole training and validation splits.
+        engine: How a search trains the runs: ``"vectorized"`` (many runs per pass, :meth:`train_pass`) or
+            ``"opacus"`` (one Opacus run per call). ``None`` (default): ``"vectorized"`` with plain SGD, else
+            ``"opacus"`` (the engine has no Adam). Calling the objective directly always trains through Opacus.
+        pass_size: Candidates per pass of a uniform search (:meth:`default_pass_size`; default: 32 on a CPU, from
+            free memory on CUDA).
 
     Calling it with ``(params, run)`` reads ``params["lr"]`` (> 0) and ``params["clip"]`` (> 0); any other key is
     an error, because a searched hyperparameter the objective ignored (e.g. a batch size, which would change the
@@ -223,6 +238,8 @@ class DPSGDObjective:
     val_fraction: float = 0.2
     test_fraction: float = 0.2
     subset: DataSubset | None = None
+    engine: str | None = None
+    pass_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.subset is not None and not isinstance(self.subset, DataSubset):
@@ -239,6 +256,53 @@ class DPSGDObjective:
         check_non_negative_int("data_seed", self.data_seed)
         if self.device is not None:
             torch.device(self.device)  # raises on a malformed device string
+        self._resolve_engine()
+        check_positive_int("pass_size", self.pass_size, optional=True)
+
+    def _resolve_engine(self) -> None:
+        if self.engine is None:
+            object.__setattr__(self, "engine", "vectorized" if self.optimizer == "sgd" else "opacus")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
+        if self.engine == "vectorized":
+            if self.optimizer != "sgd":
+                raise ValueError(f"engine 'vectorized' trains with plain SGD only; got optimizer {self.optimizer!r} "
+                                 "(use engine='opacus')")
+            from dphypo.train.vectorized import check_model
+
+            check_model(str(self.model))  # one line naming a layer the engine refuses
+
+    @property
+    def trains_in_passes(self) -> bool:
+        """Whether a search hands this objective its runs as passes (:meth:`train_pass`): ``engine == "vectorized"``."""
+        return self.engine == "vectorized"
+
+    def default_pass_size(self, mechanism: DPSGDMechanism) -> int:
+        """Candidates per pass: :attr:`pass_size`, else the engine's default for this model and device.
+
+        32 on a CPU; on CUDA as many as fit in the free memory (``torch.cuda.mem_get_info``;
+        :func:`~dphypo.train.vectorized.default_pass_size`). Public quantities only (nothing is read from the data).
+        """
+        if self.pass_size is not None:
+            return int(self.pass_size)
+        from dphypo.train.models import MODEL_INPUT_SHAPES
+        from dphypo.train.vectorized import default_pass_size
+
+        model = str(self.model)
+        return default_pass_size(model, mechanism, MODEL_INPUT_SHAPES[model], device=self.device)
+
+    def train_pass(self, tasks: Sequence[tuple[dict[str, Any], RunContext]], *, pad_to: int = 0) -> list[Any]:
+        """Train the runs of ``tasks`` in one vectorised pass; one outcome per run (see :mod:`dphypo.train.passes`).
+
+        Each entry is what :meth:`__call__` would return for that run (``(private accuracy, TrainedModel)``, the
+        run's budget booked on it), or the exception it failed with (a :class:`DataFailure` of that run only).
+
+        Args:
+            tasks: ``(params, run)`` pairs, every run opened by the same :class:`DPSGDMechanism`.
+            pad_to: Train discarded dummy candidates up to this many in all (a pass's duration then does not
+                depend on ``len(tasks)``).
+        """
+        return train_pass(self, tasks, pad_to)
 
     def splits(self) -> Splits:
         """The (cached) train/validation/test splits this objective trains and scores on."""
@@ -288,7 +352,7 @@ class DPSGDObjective:
             return self._train_and_score(params, run)
 
     def _train_and_score(self, params: dict[str, Any], run: RunContext) -> tuple[float | PrivateScore, TrainedModel]:
-        lr, clip = _hyperparameters(params)
+        lr, clip = _hyperparameters(run.training_params(params) if isinstance(run, DPSGDRun) else params)
         if self.mechanism is not None and run.mechanism != self.mechanism:
             raise ValueError("run.mechanism must be the objective's mechanism: pass the same DPSGDMechanism to the "
                              "Tuner (mechanism=)")
@@ -320,18 +384,25 @@ class DPSGDObjective:
             correct / (mechanism.n_val or len(splits.y_val)) if mechanism.score_noise is None
             else run.private_score(correct)
         )
-        artifact = TrainedModel(
-            state_dict={k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()},
-            model_name=str(self.model),
-            dataset=self.dataset,
-            params=dict(params),
-            num_classes=splits.num_classes,
-            data_dir=self.data_dir,
-            data_seed=int(self.data_seed),
-            val_fraction=self.val_fraction,
-            test_fraction=self.test_fraction,
-        )
-        return score, artifact
+        state = {k: v.detach().to("cpu", copy=True) for k, v in trained.state_dict().items()}
+        return score, self.trained_model(params, state, splits.num_classes)
+
+    def trained_model(self, params: dict[str, Any], state_dict: dict[str, torch.Tensor],
+                      num_classes: int) -> TrainedModel:
+        """The artifact of a run of this objective: its trained CPU weights and everything needed to rebuild it."""
+        return TrainedModel(state_dict=state_dict, model_name=str(self.model), dataset=self.dataset,
+                            params=dict(params), num_classes=num_classes, data_dir=self.data_dir,
+                            data_seed=int(self.data_seed), val_fraction=self.val_fraction,
+                            test_fraction=self.test_fraction)
+
+    @staticmethod
+    def hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
+        """``(lr, clip)`` from ``params``.
+
+        Raises:
+            RunMisuse: A missing, unknown or invalid hyperparameter.
+        """
+        return _hyperparameters(params)
 
     def _check_sizes(self, splits: Splits, mechanism: DPSGDMechanism) -> None:
         sizes = (len(splits.y_train), len(splits.y_val))

@@ -26,6 +26,7 @@ from dphypo.visualization._commands import (
     plot_density_run,
     plot_epsilon_breakdown_bounds,
     plot_landscape_file,
+    plot_marginals_file,
 )
 from dphypo.visualization._common import SAVE_FORMATS, GridAxis, save_figure
 from dphypo.visualization._density import (
@@ -35,7 +36,15 @@ from dphypo.visualization._density import (
     plot_density_snapshots,
 )
 from dphypo.visualization._epsilon import EpsilonBreakdownInfo, epsilon_breakdown_info, plot_epsilon_breakdown
-from dphypo.visualization._landscape import LandscapeInfo, landscape_info, plot_landscape
+from dphypo.visualization._landscape import (
+    LandscapeInfo,
+    MarginalInfo,
+    landscape_info,
+    marginals_info,
+    plot_landscape,
+    plot_marginals,
+)
+from dphypo.visualization._pareto import ParetoInfo, pareto_info, plot_pareto, plot_pareto_json
 
 __all__ = [
     "SAVE_FORMATS",
@@ -46,12 +55,16 @@ __all__ = [
     "EpsilonBreakdownInfo",
     "GridAxis",
     "LandscapeInfo",
+    "MarginalInfo",
+    "ParetoInfo",
     "StrategyCurve",
     "accuracy_vs_T_info",
     "density_snapshots_info",
     "epsilon_breakdown_info",
     "epsilon_breakdown_reports",
     "landscape_info",
+    "marginals_info",
+    "pareto_info",
     "plot_accuracy_vs_T",
     "plot_accuracy_vs_T_json",
     "plot_accuracy_vs_T_simulated",
@@ -61,5 +74,9 @@ __all__ = [
     "plot_epsilon_breakdown_bounds",
     "plot_landscape",
     "plot_landscape_file",
+    "plot_marginals",
+    "plot_marginals_file",
+    "plot_pareto",
+    "plot_pareto_json",
     "save_figure",
 ]

@@ -21,7 +21,7 @@ from dphypo.visualization._accuracy import plot_accuracy_vs_T
 from dphypo.visualization._common import save_figure
 from dphypo.visualization._density import plot_density_snapshots
 from dphypo.visualization._epsilon import plot_epsilon_breakdown
-from dphypo.visualization._landscape import plot_landscape
+from dphypo.visualization._landscape import plot_landscape, plot_marginals
 
 __all__ = [
     "epsilon_breakdown_reports",
@@ -30,13 +30,29 @@ __all__ = [
     "plot_density_run",
     "plot_epsilon_breakdown_bounds",
     "plot_landscape_file",
+    "plot_marginals_file",
 ]
 
 PathLike = str | os.PathLike[str]
 
 
-def plot_landscape_file(landscape: PathLike, out: PathLike) -> Path:
+def plot_landscape_file(landscape: PathLike, out: PathLike, axes: Sequence[str] | None = None) -> Path:
     """``dphypo plot landscape``: mean/std heatmaps of a landscape file or ``synthetic:<name>``.
+
+    Args:
+        landscape: A landscape ``.npz`` path or ``synthetic:smooth|ridge|multimodal``.
+        out: Output ``.png`` or ``.svg``.
+        axes: The two axes to draw; an N-D landscape is sliced through its best grid point (default: the first
+            two axes).
+
+    Returns:
+        The path written.
+    """
+    return save_figure(plot_landscape(resolve_landscape(landscape), axes), out)
+
+
+def plot_marginals_file(landscape: PathLike, out: PathLike) -> Path:
+    """``dphypo plot marginals``: per axis, the best and average mean over the other axes.
 
     Args:
         landscape: A landscape ``.npz`` path or ``synthetic:smooth|ridge|multimodal``.
@@ -45,7 +61,7 @@ def plot_landscape_file(landscape: PathLike, out: PathLike) -> Path:
     Returns:
         The path written.
     """
-    return save_figure(plot_landscape(resolve_landscape(landscape)), out)
+    return save_figure(plot_marginals(resolve_landscape(landscape)), out)
 
 
 def plot_accuracy_vs_T_simulated(

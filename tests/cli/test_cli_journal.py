@@ -161,7 +161,8 @@ def _tune_child(tmp_path: Path, *args: str) -> subprocess.Popen:
 @pytest.mark.parametrize("seeded", [True, False], ids=["seed", "fresh-entropy"])
 def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_path, strategy, seeded) -> None:
     seed = ["--seed", "7"] if seeded else []
-    common = ["--strategy", strategy, "--max-lost", "1", *seed]
+    # One Opacus run at a time (a vectorised pass in flight loses the whole pass: see the test below).
+    common = ["--strategy", strategy, "--max-lost", "1", "--engine", "opacus", *seed]
     if seeded:
         reference = _tune_child(tmp_path, *common, "--out", "ref")
         out, err = reference.communicate(timeout=600)
@@ -186,3 +187,20 @@ def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_p
     with Journal.open(tmp_path / "j.db", read_only=True) as opened:
         assert opened.release()["params"] == released["release"]["params"]
         assert opened.charged_attempts() <= 1
+
+
+# -- issue #22: a vectorised search (kill -9 with a pass in flight: tests/train/test_passes.py) ----------------------
+def test_max_lost_below_the_pass_size_is_refused_before_any_run_trains(tmp_path, capsys) -> None:
+    assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "o"), "--max-lost", "1", "--pass-size", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--max-lost must be ≥ the pass size 8" in err and "set --max-lost ≥ 8" in err and "--pass-size" in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_with_max_lost_the_default_pass_size_shrinks_to_what_max_lost_covers(tmp_path, capsys) -> None:
+    # README's `dphypo tune --journal ... --max-lost 1`: passes of 1, so one kill -9 mid-pass stays covered.
+    path = tmp_path / "j.db"
+    assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "o"), "--max-lost", "1", "--journal", str(path)]) == 0
+    capsys.readouterr()
+    with Journal.open(path, read_only=True) as opened:
+        assert opened.sealed().config["runs_per_update"] == 1

@@ -24,7 +24,8 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
 
 
 def test_plan_table_marks_the_best_configuration_and_json_agrees(capsys: pytest.CaptureFixture[str]) -> None:
-    payload = _json(capsys, ["plan", *FAMILY, "--epsilon", "8", *SMALL, "--json"])
+    budget = ["--run-seconds", "2", "--compute-budget", "100"]  # every E[T] = 10 row costs 20 s: all within
+    payload = _json(capsys, ["plan", *FAMILY, "--epsilon", "8", *SMALL, *budget, "--json"])
     rows = payload["rows"]
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)  # uniform, 3 GP-UCB, 2 top-set at E[T] = 10
     assert all(7.95 <= r["epsilon"] <= 8.0 and r["repeats"] == 4 for r in rows)
@@ -34,6 +35,10 @@ def test_plan_table_marks_the_best_configuration_and_json_agrees(capsys: pytest.
     assert payload["difference"]["first"] == best["name"] and payload["difference"]["pairing"].startswith("paired")
     assert payload["verdict"].startswith(f"Best: {best['name']}")
     assert payload["family_sigmas"] == [float(s) for s in SIGMAS] and payload["runs"] == "geometric"
+    assert payload["compute"] == {"run_seconds": 2.0, "budget_seconds": 100.0, "max_mean_runs": None,
+                                  "source": "--run-seconds"}
+    assert all(r["expected_compute"] == pytest.approx(20.0) and r["within_budget"] for r in rows)
+    assert [e["name"] for e in payload["pareto_front"]] == [best["name"]]  # one E[T]: only the best is on the front
 
     assert run(["plan", *FAMILY, "--epsilon", "8", *SMALL]) == 0
     out = capsys.readouterr().out
@@ -42,6 +47,8 @@ def test_plan_table_marks_the_best_configuration_and_json_agrees(capsys: pytest.
     assert "runner-up" in out and f"Best: {best['name']}" in out
     assert "Best − runner-up" in out and "E[T] = 10: best uniform" in out
     assert "not from the private data" in out
+    assert "Pareto front at total ε = 8" in out and "E[compute]" in out
+    assert "expected compute 9." in out  # the family's metadata: about a second per digits run
 
 
 def test_plan_lists_unreachable_and_outside_family_candidates(capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,6 +68,11 @@ def test_plan_lists_unreachable_and_outside_family_candidates(capsys: pytest.Cap
     (["--mean", "0.5"], "--mean must be"),
     (["--epsilon", "-1"], "--epsilon must be a finite number > 0"),
     (["--repeats", "0"], "--repeats must be a positive integer"),
+    (["--compute-budget", "-1"], "--compute-budget must be"),
+    (["--run-seconds", "0"], "--run-seconds must be"),
+    (["--max-mean-runs", "0.5"], "--max-mean-runs must be"),
+    (["--max-mean-runs", "5"], "no candidate meets the compute budget: the cheapest, uniform, E[T]=10, has E[runs]"),
+    (["--run-seconds", "3", "--compute-budget", "20"], "has expected compute 30 s > budget 20 s"),
 ])
 def test_plan_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str], extra: list[str],
                                               message: str) -> None:
@@ -83,3 +95,29 @@ def test_plan_help_says_the_plan_uses_no_private_data(capsys: pytest.CaptureFixt
     assert run(["plan", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "not from the private data of the search it plans" in out and "<bool>" not in out
+
+
+def test_plan_compares_two_stage_designs_at_equal_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", *FAMILY, "--epsilon", "8", "--mean", "20", "--repeats", "40", "--seed", "1", "--workers", "1",
+            "--design", "uniform", "--design", "two-stage", "--json"]
+    payload = _json(capsys, argv)
+    rows = payload["rows"]
+    assert {r["design"] for r in rows} == {"uniform", "two-stage"}  # no DP-HyPO row: it was not asked for
+    staged = [r for r in rows if r["design"] == "two-stage"]
+    assert len(staged) == 6  # selected and released probes at three splits
+    ran = [r for r in staged if r["status"] == "ok"]
+    assert ran and all(7.95 <= r["epsilon"] <= 8.0 and r["probe_sigma"] > r["sigma"] * 0.5 for r in ran)
+    assert all(r["two_stage"]["expected_final_runs"] == 1.0 and r["expected_runs"] == 21.0 for r in staged)
+    # the released probes' score releases alone exceed 30 % of ε = 8: that row says so, in one line
+    floor = next(r for r in staged if r["label"].endswith("release 20 probes -> 1 final run, split 0.3"))
+    assert floor["status"] == "unreachable" and "alone costs at least epsilon=2.766" in floor["reason"]
+    assert "At most 21 expected runs: best two-stage" in payload["verdict"]
+    assert "(unpaired, Welch)" in payload["verdict"]  # two-stage rows have their own streams
+    assert "no adaptive candidate" not in payload["verdict"]
+
+
+def test_plan_refuses_an_unknown_design_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["plan", *FAMILY, "--epsilon", "8", "--design", "bayes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --design must be distinct values among uniform, dp-hypo, two-stage") and \
+        err.count("\n") == 1

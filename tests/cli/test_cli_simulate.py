@@ -383,3 +383,32 @@ def test_simulate_refuses_bad_options_before_reading_a_landscape(tmp_path) -> No
         build_study(_simulate_args(landscape=[missing], strategy=["uniform", "bayes"], fixed_T="5"))
     with pytest.raises(ValueError, match=r"missing\.npz"):  # the options are fine: now the file is read
         build_study(_simulate_args(landscape=[missing], strategy=["uniform"], fixed_T="5"))
+
+
+def test_simulate_one_two_stage_design_at_equal_epsilon(capsys) -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "landscapes"
+    family = [arg for s in ("1.0", "1.2226", "1.45", "1.7673", "2.1", "2.9")
+              for arg in ("--landscape", str(root / f"digits_mlp_sigma{s}.npz"))]
+    argv = ["simulate", *family, "--epsilon", "8", "--design", "two-stage", "--probes", "10", "--probe-mode",
+            "release", "--split", "0.7", "--repeats", "50", "--json"]
+    assert run(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "rdp"
+    assert payload["probe_sigma"] > payload["final_sigma"] and payload["expected_runs"] == [10.0, 1.0]
+    assert payload["design"]["label"] == "release 10 probes -> 1 final run, split 0.7"
+    assert payload["ci95"][0] <= payload["mean"] <= payload["ci95"][1]
+    for extra, message in ((["--strategy", "gp"], "--strategy is for --design single"),
+                           (["--probe-mode", "select", "--top-k", "3"], "--top-k needs --probe-mode release"),
+                           (["--split", "1"], "leaves a stage nothing"),
+                           (["--probe-mode", "mixed"], "--probe-mode must be one of select, release")):
+        assert run([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert run(["simulate", *family, "--design", "two-stage"]) == 2
+    assert "needs --epsilon" in capsys.readouterr().err
+    assert run(["simulate", *family, "--strategy", "uniform", "--epsilon", "8", "--probes", "5"]) == 2
+    assert "--probes is for --design two-stage" in capsys.readouterr().err
+    assert run(["simulate", *family, "--epsilon", "8"]) == 2
+    assert "--strategy is required with --design single" in capsys.readouterr().err

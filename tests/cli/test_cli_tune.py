@@ -152,6 +152,10 @@ def test_a_finished_journaled_search_may_rewrite_its_own_release(tmp_path, capsy
         (["--secure-mode"], "secure_mode needs Opacus's CSPRNG package torchcsprng"),
         (["--strategy", "uniform", "--C", "2"], "--strategy uniform never adapts"),
         (["--tune-fraction", "0.25", "--variant", "3"], "--variant must be 1 or 2, got 3"),
+        (["--engine", "jax"], "--engine must be one of vectorized, opacus"),
+        (["--engine", "opacus", "--pass-size", "4"], "--pass-size is for --engine vectorized only"),
+        (["--pass-size", "0"], "--pass-size must be a positive integer"),
+        (["--secure-mode", "--engine", "vectorized"], "--secure-mode needs --engine opacus"),
     ],
 )
 def test_bad_tune_options_fail_in_one_line_before_any_data(tmp_path, capsys, monkeypatch, extra, message) -> None:
@@ -243,3 +247,82 @@ def test_search_options_takes_the_secret_seed_the_journal_and_the_batching() -> 
         assert options == SearchOptions("maximize", 5, pool, "j.db", 3, progress)
         assert search_options(_tune_args(), executor=pool, progress=progress) == SearchOptions(
             executor=pool, progress=progress)  # no --seed: fresh OS entropy, drawn by the search
+
+
+def _objective_of(tmp_path, monkeypatch, *extra: str) -> object:
+    seen: dict = {}
+
+    def search(objective, space, training, **kwargs):
+        seen["objective"] = objective
+        raise _Stop
+
+    monkeypatch.setattr("dphypo.api.tune", search)
+    with pytest.raises(_Stop):
+        run([*TINY, "--out", str(tmp_path / "o"), *extra])
+    return seen["objective"]
+
+
+def test_tune_trains_built_in_recipes_in_vectorised_passes_unless_told_otherwise(tmp_path, monkeypatch) -> None:
+    default = _objective_of(tmp_path, monkeypatch)
+    assert default.engine == "vectorized" and default.trains_in_passes and default.pass_size is None
+    sized = _objective_of(tmp_path, monkeypatch, "--pass-size", "4")
+    assert sized.pass_size == 4
+    opacus = _objective_of(tmp_path, monkeypatch, "--engine", "opacus")
+    assert opacus.engine == "opacus" and not opacus.trains_in_passes
+
+
+def test_tune_with_either_engine_releases_the_same_at_a_fixed_seed(tmp_path, capsys) -> None:
+    released = {}
+    for engine in ("vectorized", "opacus"):
+        assert run([*TINY, "--json", "--engine", engine, "--out", str(tmp_path / engine)]) == 0
+        released[engine] = json.loads(capsys.readouterr().out)
+    vec, opa = released["vectorized"], released["opacus"]
+    assert vec["release"]["params"] == opa["release"]["params"]
+    assert vec["release"]["score"] == pytest.approx(opa["release"]["score"], abs=1.5 / 359)
+    assert vec["privacy"]["epsilon"] == opa["privacy"]["epsilon"]
+
+
+def test_a_dry_run_prints_every_candidates_sigma_and_the_reference_without_training(capsys, tmp_path) -> None:
+    argv = ["tune", "--batch-size-grid", "32,128", "--epochs-grid", "5,10", "--out", str(tmp_path / "o"),
+            "--dry-run", "--json"]
+    assert run(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    rows = payload["candidates"]
+    assert [(r["batch_size"], r["epochs"]) for r in rows] == [(32, 5), (32, 10), (128, 5), (128, 10)]
+    reference = payload["reference"]
+    assert reference["sigma"] == max(r["sigma"] for r in rows if r["batch_size"] == 128)  # the costliest setting
+    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["dry_run"] is True
+    assert not (tmp_path / "o").exists()  # nothing trained, nothing saved
+    assert run(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "reference run (every candidate dominated by it)" in out and "nothing trained" in out
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--batch-size-grid", "0,32"], "--batch-size-grid values must be ≥ 1, got 0"),
+    (["--batch-size-grid", "32"], "--batch-size-grid must list at least 2 distinct values"),
+    (["--epochs-grid", "5,x"], "--epochs-grid must be a comma-separated list of integers"),
+    (["--batch-size-grid", "32,64", "--tune-fraction", "0.5"], "cannot be combined with --batch-size-grid"),
+    (["--batch-size-grid", "32,5000"], "batch"),
+    (["--batch-size-grid", "32,64", "--sigma", "1.0"], "needs epsilon"),
+])
+def test_privacy_axis_options_are_refused_in_one_line(capsys, tmp_path, extra: list[str], message: str) -> None:
+    assert run(["tune", *extra, "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_search_over_batch_size_releases_the_candidates_own_sigma_q_and_steps(capsys, tmp_path) -> None:
+    argv = ["tune", "--batch-size-grid", "32,128", "--epochs", "1", "--lr-grid", "0.1,0.5", "--clip-grid", "1,3",
+            "--mean", "4", "--seed", "2", "--out", str(tmp_path / "o"), "--json"]
+    assert run(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    privacy, params = payload["privacy"], payload["release"]["params"]
+    assert privacy["epsilon"] <= 8.0 and params["batch_size"] in (32, 128)
+    # the released candidate's own σ, q and steps are the ones the dry run plans for its setting
+    assert run([*argv, "--dry-run"]) == 0  # the same --out, now holding the release: a dry run writes nothing
+    planned = json.loads(capsys.readouterr().out)
+    own = next(r for r in planned["candidates"] if r["batch_size"] == params["batch_size"])
+    assert (privacy["sigma"], privacy["sample_rate"], privacy["steps"]) == (own["sigma"], own["sample_rate"],
+                                                                             own["steps"])
+    assert privacy["reference"] == planned["reference"]

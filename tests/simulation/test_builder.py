@@ -55,7 +55,7 @@ def test_interrupted_build_resumes_without_redoing_jobs(tmp_path, monkeypatch) -
 
     monkeypatch.setattr(build, "_job", counting_job)
     with pytest.raises(Interrupted):
-        build_landscape(SPEC, out, workers=1)
+        build_landscape(SPEC, out, workers=1, engine="opacus")
     checkpoint = tmp_path / "resume.npz.partial.jsonl"
     lines = checkpoint.read_text().splitlines()
     assert len(lines) == 1 + 4  # header + 4 finished jobs
@@ -64,7 +64,7 @@ def test_interrupted_build_resumes_without_redoing_jobs(tmp_path, monkeypatch) -
     finished = {tuple(json.loads(line)[k] for k in ("lr", "clip", "seed")) for line in lines[1:]}
     calls.clear()
     interrupt_at[0] = -1
-    land = build_landscape(SPEC, out, workers=1)
+    land = build_landscape(SPEC, out, workers=1, engine="opacus")
     assert len(calls) == 12 - 4 and not finished & set(calls)
     assert land.shape == (2, 3)
 
@@ -153,6 +153,9 @@ def test_spec_rejects_bad_options(change: dict, message: str) -> None:
         ("x.npz", {"dataset": "cifar10", "model": "cifar-cnn"}, 1, "--data-dir"),
         ("x.npz", {"model": "cifar-cnn"}, 1, "takes inputs"),
         ("x.npz", {"model": "resnet"}, 1, "model must be"),
+        ("x.npz", {"engine": "jax"}, 1, "engine must be one of"),
+        ("x.npz", {"pass_size": 0}, 1, "pass_size must be"),
+        ("x.npz", {"engine": "opacus", "pass_size": 4}, 1, "vectorized engine only"),
     ],
 )
 def test_build_checks_everything_before_writing(tmp_path, monkeypatch, out, change, workers, message) -> None:
@@ -161,8 +164,10 @@ def test_build_checks_everything_before_writing(tmp_path, monkeypatch, out, chan
     before = sorted(p.name for p in tmp_path.iterdir())
     started = []
     monkeypatch.setattr(build, "_job", lambda *args: started.append(args))
+    monkeypatch.setattr(build, "_pass_item", lambda *args: started.append(args))
+    options = {k: change.pop(k) for k in ("engine", "pass_size") if k in change}
     with pytest.raises(ValueError, match=message):
-        build_landscape(dataclasses.replace(SPEC, **change), tmp_path / out, workers=workers)
+        build_landscape(dataclasses.replace(SPEC, **change), tmp_path / out, workers=workers, **options)
     assert sorted(p.name for p in tmp_path.iterdir()) == before and not started
 
 
@@ -183,7 +188,8 @@ def _alive(pid: int) -> bool:
 def test_kill_9_of_a_build_leaves_no_process_behind(tmp_path) -> None:
     # issue #12: `kill -9` of `landscape build` left its 2 pool workers and a resource tracker running.
     argv = [sys.executable, "-m", "dphypo", "landscape", "build", "--out", str(tmp_path / "k.npz"),
-            "--lr-grid", "0.1,1", "--clip-grid", "1,2", "--seeds", "4", "--epochs", "30", "--workers", "2"]
+            "--lr-grid", "0.1,1", "--clip-grid", "1,2", "--seeds", "4", "--epochs", "30", "--workers", "2",
+            "--engine", "opacus"]
     parent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     children: set[int] = set()
@@ -211,3 +217,64 @@ def test_kill_9_of_a_build_leaves_no_process_behind(tmp_path) -> None:
         for pid in children:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# -- the vectorised engine (issue #22) ----------------------------------------------------------------------------
+
+
+def test_the_vectorized_build_trains_the_opacus_builds_runs(tmp_path) -> None:
+    # Same run seeds, same mechanism: the engines agree up to float round-off, which may flip at most a prediction.
+    vec = build_landscape(SPEC, tmp_path / "v.npz", workers=1, pass_size=5)
+    opa = build_landscape(SPEC, tmp_path / "o.npz", workers=1, engine="opacus")
+    one_prediction = 1 / 359
+    assert np.max(np.abs(vec.mean - opa.mean)) <= one_prediction + 1e-12
+    assert vec.metadata["engine"] == "vectorized" and opa.metadata["engine"] == "opacus"
+
+
+def test_a_checkpoint_resumes_only_with_the_engine_that_wrote_it(tmp_path) -> None:
+    out = tmp_path / "mixed.npz"
+    record = {"lr": 0, "clip": 0, "seed": 0, "score": 0.5, "failed": False, "seconds": 1.0}
+    header = {"digest": SPEC.digest(), "spec": dataclasses.asdict(SPEC)}  # no engine: written by the Opacus builder
+    (tmp_path / "mixed.npz.partial.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match="resume it with --engine opacus"):
+        build_landscape(SPEC, out, workers=1)
+
+
+def test_a_vectorized_build_killed_mid_pass_resumes_from_its_last_finished_pass(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "k.npz"
+    checkpoint = tmp_path / "k.npz.partial.jsonl"
+    argv = [sys.executable, "-m", "dphypo", "landscape", "build", "--out", str(out), "--lr-grid", "0.5,2",
+            "--clip-grid", "0.5,1,2", "--seeds", "2", "--epochs", "1", "--batch-size", "128", "--workers", "1",
+            "--pass-size", "2", "--score-noise", "0.02"]
+    done_before: list[dict] = []
+    for _ in range(5):  # a pass is short: retry until the kill lands after one pass and before the last
+        if checkpoint.exists():
+            checkpoint.unlink()
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 3:  # header + one pass
+                child.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        child.wait()
+        if child.returncode == -signal.SIGKILL and not out.exists():
+            done_before = [json.loads(line) for line in checkpoint.read_text().splitlines()[1:]]
+            break
+        out.unlink(missing_ok=True)
+    assert child.returncode == -signal.SIGKILL and 2 <= len(done_before) < 12, "the kill did not land mid-build"
+    passes: list[list[tuple[int, int, int]]] = []
+    real = build._pass_item
+
+    def counting(spec, jobs):
+        passes.append(list(jobs))
+        return real(spec, jobs)
+
+    monkeypatch.setattr(build, "_pass_item", counting)
+    resumed = build_landscape(SPEC, out, workers=1, pass_size=2)
+    finished = {(r["lr"], r["clip"], r["seed"]) for r in done_before}
+    retrained = [job for jobs in passes for job in jobs]
+    assert len(retrained) == 12 - len(finished) and not finished & set(retrained)  # nothing finished is redone
+    fresh = build_landscape(SPEC, tmp_path / "fresh.npz", workers=1, pass_size=2)
+    np.testing.assert_array_equal(resumed.mean, fresh.mean)  # public seeds: the resumed build is the same build

@@ -464,3 +464,20 @@ def test_load_rejects_empty_and_truncated_files(tmp_path: Path) -> None:
     cut.write_bytes(b"PK\x03\x04" + b"\0" * 10)  # a zip header and nothing else
     with pytest.raises(ValueError, match=r"is not a readable \.npz archive"):
         load_landscape(cut)
+
+
+def test_a_slice_fixes_the_other_axes_at_the_best_point_or_at_given_values() -> None:
+    axes = {"lr": [1e-3, 1e-2, 1e-1], "clip": [0.5, 1.0], "batch": [32, 64, 128]}
+    mean = np.arange(18, dtype=float).reshape(3, 2, 3) / 20
+    land = Landscape.from_axes(mean, mean / 10, axes, {"lr": "log", "clip": "linear", "batch": "log"})
+    through_best = land.slice(["batch", "lr"])  # best = the last point: clip 1.0
+    assert through_best.axis_names == ("batch", "lr") and through_best.shape == (3, 3)
+    np.testing.assert_array_equal(through_best.mean, mean[:, 1, :].T)
+    assert through_best.metadata["slice"] == {"clip": 1.0} and through_best.axis_scales == ("log", "log")
+    at = land.slice(["lr"], at={"clip": 0.5, "batch": 64})
+    np.testing.assert_array_equal(at.mean, mean[:, 0, 1])
+    for keep, fixed, message in ((["lr", "lr"], None, "distinct axes"), (["x"], None, "distinct axes"),
+                                 (["lr"], {"lr": 0.01}, "only axes that are not kept"),
+                                 (["lr"], {"batch": 48}, "not a grid value of axis 'batch'")):
+        with pytest.raises(ValueError, match=message):
+            land.slice(keep, at=fixed)

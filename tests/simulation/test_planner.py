@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -15,11 +16,13 @@ from dphypo.privacy import Poisson, make_run_count
 from dphypo.simulation.family import LandscapeFamily, load_family
 from dphypo.simulation.planner import (
     DEFAULT_GPUCB_BOUNDS,
+    ComputeBudget,
     PlanCandidate,
     PlanResult,
     PlanRow,
     compare_rows,
     default_candidates,
+    family_run_seconds,
     plan_search,
     strategy_label,
     welch_ci95,
@@ -231,3 +234,97 @@ def test_plan_search_refuses_bad_arguments_before_any_work(family: LandscapeFami
     with pytest.raises(ValueError, match=match):
         plan_search(family, args["epsilon"], args["delta"], args["candidates"], repeats=args["repeats"],
                     seed=args["seed"], workers=1)
+
+
+# ------------------------------------------------------------------------------------------ compute budgets
+def test_family_run_seconds_is_the_mean_of_the_members_timings(family: LandscapeFamily) -> None:
+    timings = [m.metadata["seconds_per_run_mean"] for m in family.members]
+    assert family_run_seconds(family) == pytest.approx(float(np.mean(timings)))
+    assert 0.1 < family_run_seconds(family) < 10.0  # digits MLP runs take about a second
+
+
+def test_compute_budget_marks_rows_and_the_plan_picks_within_it(family: LandscapeFamily) -> None:
+    candidates = _candidates([Uniform(), GPUCB(C=1.25, c=0.8)])
+    result = plan_search(family, 8.0, DELTA, candidates, repeats=4, seed=3, workers=1,
+                         compute=ComputeBudget(max_mean_runs=10.0))
+    seconds = family_run_seconds(family)
+    for row in result.rows:
+        assert row.expected_compute == pytest.approx(row.candidate.expected_runs * seconds)
+        assert row.within_budget == (row.candidate.expected_runs <= 10.0) and row.feasible  # simulated either way
+        assert row.within_budget or row.budget_reason == "E[runs] = 20 > max mean runs 10"
+    assert result.best is not None and result.best.candidate.expected_runs == 10.0
+    assert result.best is max((r for r in result.rows if r.within_budget), key=lambda r: r.mean)
+    assert result.runner_up is not None and result.runner_up.within_budget
+    payload = result.to_dict()
+    assert json.loads(json.dumps(payload, allow_nan=False)) == payload
+    assert payload["compute"] == {"run_seconds": seconds, "budget_seconds": None, "max_mean_runs": 10.0,
+                                  "source": "family metadata seconds_per_run_mean"}
+    assert {r["design"] for r in payload["rows"]} == {"uniform", "dp-hypo"}
+    assert [e["name"] for e in payload["pareto_front"]] == [r.candidate.name for r in result.pareto_front]
+
+
+def _row(name: str, runs: float, mean: float) -> PlanRow:
+    cand = PlanCandidate(name, Uniform(), make_run_count("geometric", mean=runs))
+    return PlanRow(cand, "ok", mean=mean, values=np.full(2, mean))
+
+
+def test_pareto_front_is_exactly_the_undominated_rows() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        runs = rng.choice([2.0, 5.0, 10.0, 20.0, 50.0], size=8)
+        means = rng.choice([0.5, 0.6, 0.7, 0.8], size=8)
+        rows = tuple(_row(f"r{k}", float(m), float(v)) for k, (m, v) in enumerate(zip(runs, means, strict=True)))
+        result = PlanResult(8.0, DELTA, 2, 0, (1.0,), 1.0, rows)
+        dominated = {k for k in range(8) for j in range(8)
+                     if j != k and runs[j] <= runs[k] and means[j] >= means[k]
+                     and (runs[j] < runs[k] or means[j] > means[k] or j < k)}
+        assert {r.candidate.label for r in result.pareto_front} == {f"r{k}" for k in range(8) if k not in dominated}
+        front = result.pareto_front
+        assert all(a.candidate.expected_runs < b.candidate.expected_runs and a.mean < b.mean  # type: ignore[operator]
+                   for a, b in itertools.pairwise(front))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"run_seconds": -1.0}, "run_seconds must be"),
+    ({"run_seconds": 1.0, "budget_seconds": 0.0}, "budget_seconds must be"),
+    ({"max_mean_runs": 0.5}, "max_mean_runs must be a finite number >= 1"),
+    ({"budget_seconds": 10.0}, "budget_seconds needs run_seconds"),
+])
+def test_compute_budget_refuses_bad_values(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ComputeBudget(**kwargs)
+
+
+def test_a_budget_no_candidate_meets_fails_before_any_work(family: LandscapeFamily) -> None:
+    seen: list[PlanRow] = []
+    with pytest.raises(ValueError, match=r"no candidate meets the compute budget: the cheapest, uniform, E\[T\]=10, "
+                                         r"has expected compute 20 s > budget 5 s"):
+        plan_search(family, 8.0, DELTA, _candidates([Uniform()]), repeats=2, workers=1, progress=seen.append,
+                    compute=ComputeBudget(run_seconds=2.0, budget_seconds=5.0))
+    assert seen == []
+
+
+def test_a_two_stage_row_is_its_design_simulated_at_its_calibrated_sigmas_and_compared_unpaired() -> None:
+    from dphypo.privacy.two_stage import FinalRun, ProbeRelease
+    from dphypo.simulation.planner import TwoStageCandidate, default_two_stage_candidates
+    from dphypo.simulation.two_stage import TwoStageDesign, calibrate_design, two_stage_values
+
+    family = load_family(MEMBERS)
+    design = TwoStageDesign(ProbeRelease(20), FinalRun(), split=0.7)
+    candidates = (PlanCandidate("uniform", Uniform(), make_run_count("geometric", mean=20)),
+                  TwoStageCandidate(design))
+    result = plan_search(family, 8.0, DELTA, candidates, repeats=50, seed=3, workers=1)
+    uniform, staged = result.rows
+    calibration = calibrate_design(design, 8.0, DELTA, family.mechanism_metadata)
+    assert (staged.probe_sigma, staged.sigma) == (calibration.probe_sigma, calibration.final_sigma)
+    # the row's values are the design's simulation at those σ, from the two-stage streams of the plan's seed
+    rng = np.random.default_rng([3, 2_024])
+    expected = two_stage_values(design, family.at(calibration.probe_sigma), family.at(calibration.final_sigma), 50,
+                                rng)
+    np.testing.assert_array_equal(staged.values, expected)
+    comparison = compare_rows(staged, uniform)
+    assert not comparison.paired and comparison.pairing == "unpaired, Welch"
+    assert staged.candidate.expected_runs == 21.0 and staged.candidate.design == "two-stage"
+    # default grid: selected probes at every split, released probes only for integer counts
+    names = [c.name for c in default_two_stage_candidates([20, 12.5])]
+    assert len(names) == 9 and sum("release" in n for n in names) == 3

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dphypo.simulation.landscapes import Landscape
-from dphypo.visualization import landscape_info, plot_landscape
+from dphypo.visualization import landscape_info, marginals_info, plot_landscape, plot_marginals
 from tests.visualization._helpers import _check_saved, _landscape
 
 
@@ -26,11 +26,40 @@ def test_landscape_info_orientation_and_best_point(direction: str) -> None:
     assert all(s in info.title for s in ("digits", "mlp", "σ = 1.5"))
 
 
-def test_landscape_needs_two_axes() -> None:
-    axes = {"a": [1, 2], "b": [1, 2], "d": [1, 2]}
-    land = Landscape.from_axes(np.zeros((2, 2, 2)), np.zeros((2, 2, 2)), axes, dict.fromkeys(axes, "linear"))
-    with pytest.raises(ValueError, match="2-D grid"):
-        landscape_info(land)
+def _four_d() -> Landscape:
+    axes = {"lr": [1e-3, 1e-2, 1e-1], "clip": [0.5, 1.0], "batch": [32, 64, 128, 256], "epochs": [5, 10]}
+    rng = np.random.default_rng(1)
+    mean = rng.uniform(0.1, 0.9, size=(3, 2, 4, 2))
+    scales = {"lr": "log", "clip": "linear", "batch": "log", "epochs": "linear"}
+    return Landscape.from_axes(mean, mean / 10, axes, scales, metadata={"dataset": "digits"})
+
+
+def test_an_n_d_landscape_is_drawn_as_its_slice_through_the_best_point() -> None:
+    land = _four_d()
+    best = np.unravel_index(land.best_index, land.shape)
+    info = landscape_info(land, ["batch", "lr"])
+    assert (info.x.name, info.y.name) == ("batch", "lr") and info.mean.shape == (3, 4)
+    # rows = lr, columns = batch, at the best point's clip and epochs
+    np.testing.assert_array_equal(info.mean, land.mean[:, best[1], :, best[3]])
+    assert info.best_value == land.best_value
+    clip, epochs = land.axis_values[1][best[1]], land.axis_values[3][best[3]]
+    assert info.title.endswith(f"slice at clip={clip:g}, epochs={epochs:g}")
+    default = landscape_info(land)  # the first two axes
+    assert (default.x.name, default.y.name) == ("lr", "clip")
+    with pytest.raises(ValueError, match="the 2 axes of the heatmap"):
+        landscape_info(land, ["lr"])
+
+
+def test_marginals_are_the_best_and_average_over_the_other_axes(tmp_path) -> None:
+    land = _four_d()
+    info = marginals_info(land)
+    assert [m.axis.name for m in info] == ["lr", "clip", "batch", "epochs"]
+    np.testing.assert_allclose(info[2].best, land.mean.max(axis=(0, 1, 3)))
+    np.testing.assert_allclose(info[2].average, land.mean.mean(axis=(0, 1, 3)))
+    assert max(m.best.max() for m in info) == land.best_value  # every axis's best curve reaches the best point
+    fig = plot_marginals(land)
+    assert len(fig.axes) == 4 and fig.axes[2].get_xscale() == "log"
+    _check_saved(fig, tmp_path, "marginals")
 
 
 def test_plot_landscape_draws_both_panels_with_colorbars(tmp_path) -> None:

@@ -3,7 +3,8 @@
 * :mod:`.model` — BoTorch's default ``SingleTaskGP`` written down as constants (checked against BoTorch in a test);
 * :mod:`.likelihood` — replicate-reduced observations and the exact marginal likelihood in closed form;
 * :mod:`.fit` — the batched fit (BoTorch's batched L-BFGS-B; BoTorch's ``fit_gpytorch_mll`` as explicit fallback);
-* :mod:`.posterior` — the posterior on the grid, conditioned exactly on one observation at a time;
+* :mod:`.posterior` — the posterior on the grid, conditioned exactly on one observation at a time (low rank:
+  O(n·min(t, n)) per member, :mod:`.memory` states the bound);
 * :mod:`.session` — :class:`GPSession`: B searches' GPs, observed run by run, refitted on a schedule;
 * :mod:`.rules` — :class:`GPUCB` (DP-HyPO Algorithm 3) and :class:`GPTopSet`.
 

@@ -51,6 +51,7 @@ from numpy.typing import ArrayLike
 
 from dphypo._threads import torch_threads
 from dphypo.strategies.gp.likelihood import NegativeMarginalLogLikelihood, Replicates
+from dphypo.strategies.gp.memory import POSTERIOR_CHUNK
 from dphypo.strategies.gp.model import MIN_SCORE_STD, bounds, initial_hyper, standardize
 from dphypo.strategies.gp.posterior import GridFactors, GridPosterior
 
@@ -63,9 +64,9 @@ except ImportError:  # pragma: no cover - depends on the installed BoTorch
 
 __all__ = ["MIN_SCORE_STD", "GridFactors", "SurrogateFit", "fit_surrogate"]
 
-#: Members per chunk of the posterior computation: (chunk, k, n) float64 blocks stay a few MB, which is faster
-#: than large blocks (fresh multi-MB allocations page-fault on every step).
-POSTERIOR_CHUNK = 8
+# Members per chunk of the posterior computation (memory.POSTERIOR_CHUNK): (chunk, k, n) float64 blocks stay a few
+# MB, which is faster than large blocks (fresh multi-MB allocations page-fault on every step).
+
 #: Largest m·u² of one lockstep fit (m members, u distinct points each): its (m, u, u) float64 blocks stay
 #: ~8 MB, so B = 256 searches at u = 320 never allocate GBs (CPU time per member is the same as with one
 #: 32 MB part: ~65 ms per warm-started step at u ≈ 310).
@@ -297,6 +298,7 @@ def _fit_and_predict(
         posterior, factorised = _marginal_posterior(
             factors, data.x, data.means, offset, scale, torch.as_tensor(hyper), data.weights
         )
+    posterior.mark_observed(idx)  # its rows span these points: the rank bound of GridPosterior's compression
     return posterior, accepted & factorised, status == _ITERATION_LIMIT, hyper
 
 
@@ -351,6 +353,7 @@ def _fit_alone(
     recorded = _format_warnings(caught)
     if not factorised[0]:
         return None, "GP fit failed: posterior Cholesky factorisation failed", recorded, no_hyper
+    posterior.mark_observed(np.asarray(idx)[None])  # the rank bound of GridPosterior's compression
     return posterior, None, recorded, hyper.numpy()
 
 

@@ -16,8 +16,16 @@ sequential Bayes form of the same posterior, Rasmussen & Williams 2006 §2.2 app
     s = Σ[:, i] = k(grid, x_i) − Vᵀ V[:, i],   d = s_i + σ²,
     μ ← μ + s (y − μ_i)/d,   v ← v − s²/d,   V ← [V; sᵀ/√d],
 
-so Σ ← Σ − ssᵀ/d. V grows by one row per observation; once a member holds 2n rows they are compressed to n by a QR
-factorisation (VᵀV = RᵀR, exact), so memory stays O(n²) per member however long the search.
+so Σ ← Σ − ssᵀ/d. V grows by one row per observation.
+
+**Bounded memory (low rank).** Every row of V lies in the span of the prior covariances k(x_j, ·) of the member's
+*distinct* observed points x_j (a fit's rows are L⁻¹k(X, grid); an appended row is k(·, x_i) − Vᵀ V[:, i]), so
+VᵀV has rank at most u, the number of distinct points the member has observed (u ≤ min(n, t) after t
+observations). Once a member holds 2u rows they are compressed to u: with G = VVᵀ = UΛUᵀ (R × R), the rows U_uᵀV
+(top-u eigenvectors) have the same Gram matrix VᵀV exactly (the other eigenvalues are 0 in exact arithmetic). So a
+member holds at most min(t, 2u) + 1 ≤ min(t, 2n) + 1 rows of n float64s: O(n·min(t, n)) per member, however long
+the search and however often a sampler returns to the same points (:mod:`dphypo.strategies.gp.memory` states the
+bound; the batched simulator sizes its batches by it, :func:`dphypo.simulation.batched.memory_batch`).
 """
 
 from __future__ import annotations
@@ -122,6 +130,9 @@ class GridPosterior:
         self._factor = factor
         # Rows in use per member: a new row goes after them (all rows beyond are zero).
         self._rows = np.full(members, factor.shape[1], dtype=np.int64)
+        # Grid points each member's rows are built from (mark_observed, condition): their count bounds VᵀV's rank.
+        # A member with none marked (a posterior built directly from its factor) is bounded by n instead.
+        self._seen = np.zeros((members, size), dtype=bool)
 
     @property
     def members(self) -> int:
@@ -165,6 +176,15 @@ class GridPosterior:
         at = torch.as_tensor(np.asarray(members, dtype=np.int64))
         return self.loc[at].numpy(), self.scale[at].numpy()
 
+    def mark_observed(self, indices: np.ndarray) -> None:
+        """Record the grid points each member's factor was built from (a fit's training points), in order.
+
+        Args:
+            indices: Shape ``(m, k)``: member j's observed grid indices (repeats allowed).
+        """
+        indices = np.asarray(indices, dtype=np.int64)
+        self._seen[np.arange(self.members)[:, None], indices] = True
+
     def put(self, members: np.ndarray, other: GridPosterior, rows: np.ndarray | None = None) -> None:
         """Replace members ``members`` by the members ``rows`` of ``other`` (default: all of them, in order).
 
@@ -185,6 +205,7 @@ class GridPosterior:
         self._factor[at] = 0.0
         self._factor[at, :width] = other._factor[src, :width]
         self._rows[members] = other._rows[rows]
+        self._seen[members] = other._seen[rows]
 
     def condition(self, members: np.ndarray, indices: np.ndarray, values: np.ndarray) -> None:
         """Condition each member on one new observation (module docstring), in place.
@@ -218,6 +239,7 @@ class GridPosterior:
         residual = observed - mean.gather(1, point[:, None])[:, 0]
         self.mean[at] = mean + column * (residual / spread)[:, None]
         self.variance[at] = variance - column**2 / spread[:, None]
+        self._seen[members, indices] = True
         self._append(members, column / spread.sqrt()[:, None])
 
     def _member_rows(self, members: np.ndarray, width: int) -> torch.Tensor:
@@ -232,22 +254,34 @@ class GridPosterior:
         return self._factor[torch.as_tensor(members), :width]
 
     def _append(self, members: np.ndarray, rows: torch.Tensor) -> None:
-        """Add one row to each member's factor, compressing members that reach 2n rows."""
-        full = members[self._rows[members] >= 2 * self.size]
+        """Add one row to each member's factor, compressing members whose rows reach twice their rank bound."""
+        bound = self._rank_bound(members)
+        full = members[(self._rows[members] >= 2 * bound) & (self._rows[members] > bound)]
         if full.size:
             self._compress(full)
         self._reserve(int(self._rows[members].max()) + 1)
         self._factor[torch.as_tensor(members), torch.as_tensor(self._rows[members])] = rows
         self._rows[members] += 1
 
+    def _rank_bound(self, members: np.ndarray) -> np.ndarray:
+        """Upper bound on rank(VᵀV) per member: its distinct observed points (n if none are recorded)."""
+        seen = self._seen[members].sum(axis=1)
+        return np.where(seen > 0, np.minimum(seen, self.size), self.size).astype(np.int64)
+
     def _compress(self, members: np.ndarray) -> None:
-        """Replace each member's rows V by R from V = QR (n rows, same VᵀV)."""
-        at = torch.as_tensor(members)
-        width = int(self._rows[members].max())
-        upper = torch.linalg.qr(self._factor[at, :width], mode="r").R  # (k, n, n): width >= 2n > n
-        self._factor[at] = 0.0
-        self._factor[at, : self.size] = upper
-        self._rows[members] = self.size
+        """Replace each member's R rows V by its rank bound u rows U_uᵀV (module docstring; same VᵀV)."""
+        bound = self._rank_bound(members)
+        for keep in np.unique(bound):  # members with the same bound compress together
+            group = members[bound == keep]
+            at = torch.as_tensor(group)
+            width = int(self._rows[group].max())
+            rows = self._factor[at, :width]
+            gram = torch.bmm(rows, rows.transpose(1, 2))  # (k, R, R); zero padding rows add zero eigenvalues
+            top = torch.linalg.eigh(gram).eigenvectors[:, :, width - int(keep):]  # ascending: the last u
+            compressed = torch.bmm(top.transpose(1, 2), rows)  # (k, u, n)
+            self._factor[at] = 0.0
+            self._factor[at, : int(keep)] = compressed
+            self._rows[group] = int(keep)
 
     def _reserve(self, rows: int) -> None:
         """Grow the factor's row capacity to at least ``rows`` (by half again, so appends amortise)."""

@@ -64,6 +64,7 @@ from dphypo.train.vectorized.engine import (
     EngineOptions,
     PassResult,
     VectorizedDPSGD,
+    check_model,
     default_pass_size,
 )
 from dphypo.train.vectorized.layers import compile_model, supported_modules
@@ -75,6 +76,7 @@ __all__ = [
     "EngineOptions",
     "PassResult",
     "VectorizedDPSGD",
+    "check_model",
     "compile_model",
     "default_pass_size",
     "expected_batch_size",

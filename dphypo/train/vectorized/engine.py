@@ -39,6 +39,7 @@ __all__ = [
     "EngineOptions",
     "PassResult",
     "VectorizedDPSGD",
+    "check_model",
     "default_pass_size",
     "example_bytes",
 ]
@@ -191,6 +192,19 @@ def _resolve_device(device: str | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def check_model(model: ModelSpec, *, num_classes: int = 10) -> None:
+    """Refuse a model the engine cannot train, in one line naming the module (nothing is allocated or drawn).
+
+    Args:
+        model: A name of :data:`~dphypo.train.models.MODELS` or a builder ``seed -> nn.Module``.
+        num_classes: Output size of a named model.
+
+    Raises:
+        ValueError: An unknown name, or a module :func:`~dphypo.train.vectorized.layers.compile_model` refuses.
+    """
+    compile_model(_meta_template(_builder(model, num_classes)), torch.device("cpu"))
 
 
 def _as_tensor(array: np.ndarray | Tensor, name: str) -> Tensor:

@@ -1,0 +1,424 @@
+r"""Two-stage searches: cheap probes whose outcome is released, then one committed run (or a small selection).
+
+A two-stage search fixes, before any data is touched, the probes' fidelity (noise, epochs, a data subsample), how
+stage 1 releases its outcome, ``k`` and the budget split; then
+
+* **stage 1** is one of
+
+  - :class:`ProbeSelection`: a private selection (Papernot & Steinke 2022 / DP-HyPO Framework 1: a random number T
+    of probes, candidates drawn from densities in S_{C,c}) that releases its best probe, hyperparameters and
+    noisy score. Its curve is the search's (:func:`~dphypo.privacy.search_rdp.tuning_rdp`: Papernot–Steinke
+    Theorems 2 and 6, Theorem B of docs/proofs/adaptive.md). Only the **best** probe: those theorems bound the
+    release of the best candidate, and the top k of a selection are not covered (``k = 1``);
+  - :class:`ProbeRelease`: a fixed number n of probes, each releasing its noisy score. Its curve is the n-fold
+    adaptive composition of the probe's curve (Mironov 2017, Proposition 1). So where each probe is placed may
+    depend on every earlier released score (GP-UCB, expected improvement: post-processing, no S_{C,c} needed),
+    and so may the top k handed to stage 2;
+
+* **stage 2** runs at full fidelity: :class:`FinalRun` (one run of the stage-1 winner) or
+  :class:`FinalSelection` (a uniform private selection, random T′, over the stage-1 top k; its prior, uniform on
+  the top k, is a function of stage 1's release, which adaptive composition allows: Mironov 2017, Prop. 1 holds
+  for a second mechanism chosen from the first one's output).
+
+**Total.** RDP composition of the two stages (Mironov 2017, Prop. 1), converted to (ε, δ) by
+:func:`~dphypo.privacy.conversion.epsilon_from_rdp` (Canonne, Kamath & Steinke 2020, Prop. 12, as everywhere in
+dphypo). When stage 1 is a :class:`ProbeRelease`, stage 2 a :class:`FinalRun` and both runs come with privacy
+loss distributions (PLDs, pessimistic, both directions), the composed PLD is a second valid bound (composition of
+PLDs, Koskela, Redberg & Wang 2024 Sec. 6.2 use the same numerical accountant); the report gives every valid
+bound and uses the smallest, named. A *selection* stage has a privacy profile only for its own release
+(Koskela–Redberg–Wang Thm 5.2), and a profile does not compose with another mechanism by addition, so a design
+with a selection is accounted in RDP only.
+
+Everything stage 1 releases is part of the search's release: the probes' hyperparameters and noisy scores for
+:class:`ProbeRelease`, the best probe's for :class:`ProbeSelection`.
+
+Pure numpy/scipy and dp_accounting; no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dphypo.privacy.calibration import CalibrationError, smallest_sigma
+from dphypo.privacy.conversion import epsilon_from_rdp
+from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.profiles import PldProfile
+from dphypo.privacy.rdp import RdpCurve, compose
+from dphypo.privacy.search_rdp import tuning_rdp
+from dphypo.privacy.spec import RepeatAndSelect
+from dphypo.privacy.validation import check_delta, check_int_at_least, check_non_negative_int, check_positive
+
+__all__ = [
+    "FinalRun",
+    "FinalSelection",
+    "ProbeRelease",
+    "ProbeSelection",
+    "TwoStageCalibration",
+    "TwoStageDesignError",
+    "TwoStageReport",
+    "account_two_stage",
+    "calibrate_two_stage",
+    "check_design",
+    "check_split",
+]
+
+
+class TwoStageDesignError(DphypoError, ValueError):
+    """A two-stage design no theorem covers, or one that leaves a stage nothing to do."""
+
+
+@dataclass(frozen=True)
+class ProbeSelection:
+    """Stage 1 as a private selection that releases its best probe (hyperparameters and noisy score).
+
+    Args:
+        search: The selection's T law and density bounds (C, c); ``C = c = 1`` is a uniform selection.
+        adaptive_theorem: The bound for C > c (``"B"``, default; ``"A"``; ``"published"``), as in
+            :func:`~dphypo.privacy.search_rdp.tuning_rdp`.
+    """
+
+    search: RepeatAndSelect
+    adaptive_theorem: str = "B"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.search, RepeatAndSelect):
+            raise TypeError(f"search must be a RepeatAndSelect, got {self.search!r}")
+
+    @property
+    def top_k(self) -> int:
+        """A selection releases one probe (module docstring)."""
+        return 1
+
+    @property
+    def expected_probes(self) -> float:
+        """E[T] of the selection."""
+        return float(self.search.run_count.mean)
+
+    def curve(self, probe: RdpCurve) -> tuple[RdpCurve, str]:
+        """The stage's RDP curve and the theorem behind it."""
+        tuned = tuning_rdp(probe, self.search.run_count, self.search.C, self.search.c,
+                           adaptive_theorem=self.adaptive_theorem)
+        return tuned.curve, tuned.theorem
+
+
+@dataclass(frozen=True)
+class ProbeRelease:
+    """Stage 1 as ``probes`` runs whose noisy scores are all released (composition).
+
+    Args:
+        probes: Number of probe runs n ≥ 1, fixed before any data.
+        top_k: How many of the best released probes stage 2 may use (1 ≤ k ≤ n).
+    """
+
+    probes: int
+    top_k: int = 1
+
+    def __post_init__(self) -> None:
+        check_int_at_least("probes", self.probes, 1)
+        check_int_at_least("top_k", self.top_k, 1)
+        if self.top_k > self.probes:
+            raise TwoStageDesignError(
+                f"top_k must be at most the number of probes ({self.probes}), got {self.top_k}"
+            )
+
+    @property
+    def expected_probes(self) -> float:
+        """N (a fixed count)."""
+        return float(self.probes)
+
+    def curve(self, probe: RdpCurve) -> tuple[RdpCurve, str]:
+        """n-fold adaptive composition of the probe's curve (Mironov 2017, Proposition 1)."""
+        return probe.repeated(self.probes), f"composition of {self.probes} released probe(s) (Mironov 2017, Prop. 1)"
+
+
+@dataclass(frozen=True)
+class FinalRun:
+    """Stage 2 as one full-fidelity run of the stage-1 winner."""
+
+    @property
+    def expected_runs(self) -> float:
+        """One run."""
+        return 1.0
+
+    def curve(self, final: RdpCurve) -> tuple[RdpCurve, str]:
+        """The run's own curve."""
+        return final, "one final run"
+
+
+@dataclass(frozen=True)
+class FinalSelection:
+    """Stage 2 as a uniform private selection over the stage-1 top k (random T′, releases its best run).
+
+    Args:
+        search: T′'s law; must be uniform (C = c = 1): the prior is uniform on the top k.
+    """
+
+    search: RepeatAndSelect
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.search, RepeatAndSelect):
+            raise TypeError(f"search must be a RepeatAndSelect, got {self.search!r}")
+        if self.search.adaptive:
+            raise TwoStageDesignError(
+                f"the final selection must be uniform over the stage-1 top k (C = c = 1), got C={self.search.C:g}, "
+                f"c={self.search.c:g}"
+            )
+
+    @property
+    def expected_runs(self) -> float:
+        """E[T′]."""
+        return float(self.search.run_count.mean)
+
+    def curve(self, final: RdpCurve) -> tuple[RdpCurve, str]:
+        """The uniform selection's curve (Papernot-Steinke Theorems 2/6, Theorem B at C = c = 1)."""
+        tuned = tuning_rdp(final, self.search.run_count, 1.0, 1.0)
+        return tuned.curve, tuned.theorem
+
+
+Stage1 = ProbeSelection | ProbeRelease
+Stage2 = FinalRun | FinalSelection
+
+
+def check_design(stage1: Stage1, stage2: Stage2) -> None:
+    """Refuse, in one line, a design no theorem covers or that cannot run.
+
+    Raises:
+        TypeError: A stage of the wrong kind.
+        TwoStageDesignError: A final selection over fewer than two stage-1 candidates.
+    """
+    if not isinstance(stage1, (ProbeSelection, ProbeRelease)):
+        raise TypeError(f"stage1 must be a ProbeSelection or a ProbeRelease, got {stage1!r}")
+    if not isinstance(stage2, (FinalRun, FinalSelection)):
+        raise TypeError(f"stage2 must be a FinalRun or a FinalSelection, got {stage2!r}")
+    if isinstance(stage2, FinalSelection) and stage1.top_k < 2:
+        raise TwoStageDesignError(
+            "a final selection needs at least two stage-1 candidates (top_k >= 2, which only a ProbeRelease "
+            f"can hand over: a private selection releases its best probe only), got top_k={stage1.top_k}; "
+            "use FinalRun for one committed run"
+        )
+
+
+@dataclass(frozen=True)
+class TwoStageReport:
+    """The accounted privacy of a two-stage search.
+
+    Attributes:
+        epsilon: Total ε at ``delta``: the smallest valid bound.
+        delta: δ of the guarantee.
+        method: The bound used, ``"rdp"`` or ``"pld"``.
+        methods: Every valid bound, ``{method: ε}``.
+        stage1_epsilon: ε of stage 1 alone (RDP, same δ): what the probes' release costs on its own.
+        stage2_epsilon: ε of stage 2 alone (RDP, same δ).
+        stage1_theorem: The bound behind stage 1's curve.
+        stage2_theorem: The bound behind stage 2's curve.
+        order: RDP order of the conversion (``nan`` when the PLD bound is used).
+        expected_runs: Expected trained runs ``(stage 1, stage 2)``, charged attempts included.
+        curve: The composed RDP curve (what a further composition would add).
+    """
+
+    epsilon: float
+    delta: float
+    method: str
+    methods: dict[str, float]
+    stage1_epsilon: float
+    stage2_epsilon: float
+    stage1_theorem: str
+    stage2_theorem: str
+    order: float
+    expected_runs: tuple[float, float]
+    curve: RdpCurve
+
+
+def _charged(curve: RdpCurve, theorem: str, *, run: RdpCurve, attempts: int) -> tuple[RdpCurve, str]:
+    """Compose ``attempts`` lost runs into a stage (each charged as one more run, :mod:`dphypo.privacy.charged`)."""
+    if not attempts:
+        return curve, theorem
+    return compose(curve, run.repeated(attempts)), f"{theorem} + {attempts} charged attempt(s)"
+
+
+def _pld_bound(
+    stage1: Stage1, stage2: Stage2, probe_profile: PldProfile | None, final_profile: PldProfile | None,
+    delta: float, charged: tuple[int, int],
+) -> float | None:
+    """ε of the composed PLD, where one is valid (released probes, one final run, both PLDs given), else ``None``."""
+    if not (isinstance(stage1, ProbeRelease) and isinstance(stage2, FinalRun)):
+        return None
+    if probe_profile is None or final_profile is None:
+        return None
+    if probe_profile.discretization != final_profile.discretization:
+        raise ValueError(
+            "probe_profile and final_profile must share one PLD discretisation to be composed, got "
+            f"{probe_profile.discretization!r} and {final_profile.discretization!r}"
+        )
+    probes = stage1.probes + charged[0]
+    final_runs = 1 + charged[1]
+    pld = probe_profile.pld.self_compose(probes).compose(final_profile.pld.self_compose(final_runs))
+    return PldProfile(pld, f"{probes} probe(s) + {final_runs} final run(s)").epsilon(delta)
+
+
+def account_two_stage(
+    probe: RdpCurve,
+    final: RdpCurve,
+    stage1: Stage1,
+    stage2: Stage2,
+    delta: float,
+    *,
+    probe_profile: PldProfile | None = None,
+    final_profile: PldProfile | None = None,
+    charged_probes: int = 0,
+    charged_finals: int = 0,
+) -> TwoStageReport:
+    """Total (ε, δ) of a two-stage search (module docstring): stage curves composed in RDP, and the PLD where valid.
+
+    Args:
+        probe: RDP curve of one probe run (training at probe fidelity and its score release), valid for every
+            probe the design can place.
+        final: RDP curve of one final run (training and, for a final selection, its score release), on the same
+            orders as ``probe``.
+        stage1: :class:`ProbeSelection` or :class:`ProbeRelease`.
+        stage2: :class:`FinalRun` or :class:`FinalSelection`.
+        delta: Target δ ∈ (0, 1).
+        probe_profile: PLD of one probe run (both directions), for the PLD bound of released probes.
+        final_profile: PLD of the final run, same discretisation as ``probe_profile``.
+        charged_probes: Lost probe attempts (crashes), each charged as one more probe run.
+        charged_finals: Lost final attempts, each charged as one more final run.
+
+    Returns:
+        The report; ``epsilon`` is the smallest valid bound.
+
+    Raises:
+        TwoStageDesignError: A design :func:`check_design` refuses.
+        ValueError: Curves on different orders, a bad δ or charge count.
+    """
+    check_design(stage1, stage2)
+    check_delta(delta)
+    check_non_negative_int("charged_probes", charged_probes)
+    check_non_negative_int("charged_finals", charged_finals)
+    first, first_theorem = _charged(*stage1.curve(probe), run=probe, attempts=charged_probes)
+    second, second_theorem = _charged(*stage2.curve(final), run=final, attempts=charged_finals)
+    total = compose(first, second)  # raises on different order grids
+    rdp_epsilon, order = epsilon_from_rdp(total.orders, total.epsilons, delta, pure_epsilon=total.pure_epsilon)
+    methods = {"rdp": rdp_epsilon}
+    pld = _pld_bound(stage1, stage2, probe_profile, final_profile, delta, (charged_probes, charged_finals))
+    if pld is not None:
+        methods["pld"] = pld
+    method = min(methods, key=methods.__getitem__)
+    return TwoStageReport(
+        epsilon=methods[method],
+        delta=float(delta),
+        method=method,
+        methods=methods,
+        stage1_epsilon=epsilon_from_rdp(first.orders, first.epsilons, delta, pure_epsilon=first.pure_epsilon)[0],
+        stage2_epsilon=epsilon_from_rdp(second.orders, second.epsilons, delta, pure_epsilon=second.pure_epsilon)[0],
+        stage1_theorem=first_theorem,
+        stage2_theorem=second_theorem,
+        order=order if method == "rdp" else float("nan"),
+        expected_runs=(stage1.expected_probes + charged_probes, stage2.expected_runs + charged_finals),
+        curve=total,
+    )
+
+
+@dataclass(frozen=True)
+class TwoStageCalibration:
+    """Noise multipliers of both stages whose two-stage search meets a total ε, with the report there.
+
+    Attributes:
+        probe_sigma: σ of every probe run.
+        final_sigma: σ of the final run(s).
+        report: :func:`account_two_stage` at those σ (RDP; the PLD bound, where valid, can only be smaller).
+        split: The fraction of ε given to stage 1 before the common rescaling.
+    """
+
+    probe_sigma: float
+    final_sigma: float
+    report: TwoStageReport
+    split: float
+
+
+def check_split(split: float) -> None:
+    """Refuse a budget split outside (0, 1) in one line (0 or 1 leaves a stage nothing)."""
+    if not (isinstance(split, (int, float)) and 0.0 < split < 1.0):
+        raise TwoStageDesignError(
+            f"split must be in (0, 1): the fraction of the budget for the probes (0 or 1 leaves a stage nothing), "
+            f"got {split!r}"
+        )
+
+
+#: The largest σ calibration considers; a stage's ε there is its floor (what its score releases and its run
+#: count cost however noisy the training).
+_FLOOR_SIGMA = 1e4
+
+
+def _stage_sigma(name: str, epsilon_at: Callable[[float], float], target: float, rtol: float) -> float:
+    """The smallest σ meeting ``target`` for one stage alone, or one line naming the stage's floor."""
+    floor = epsilon_at(_FLOOR_SIGMA)
+    if floor > target:
+        raise CalibrationError(
+            f"{name} alone costs at least epsilon={floor:.4g} at any sigma (its score releases and run count), "
+            f"above its share {target:.4g} of the budget: give it a larger split, fewer runs or more score noise"
+        )
+    return smallest_sigma(epsilon_at, target, rtol=rtol, sigma_bounds=(1e-2, _FLOOR_SIGMA))
+
+
+def calibrate_two_stage(
+    target_epsilon: float,
+    delta: float,
+    stage1: Stage1,
+    stage2: Stage2,
+    probe_for_sigma: Callable[[float], RdpCurve],
+    final_for_sigma: Callable[[float], RdpCurve],
+    *,
+    split: float = 0.5,
+    rtol: float = 1e-4,
+) -> TwoStageCalibration:
+    """σ for the probes and for the final stage such that the whole two-stage search meets ``target_epsilon``.
+
+    The split is configuration fixed before any data: stage 1 alone is calibrated to ``split · ε`` and stage 2
+    alone to ``(1 − split) · ε`` (each by :func:`~dphypo.privacy.calibration.smallest_sigma`), which fixes the
+    ratio of the two σ; then both are scaled by the smallest common factor whose composed total
+    (:func:`account_two_stage`, RDP) meets ``target_epsilon``. Every step is non-increasing in σ, so the root
+    finding applies; the σ → ∞ limit is 0, so any target > 0 is reachable.
+
+    Args:
+        target_epsilon: Total ε of both stages.
+        delta: δ ∈ (0, 1).
+        stage1: The probe stage.
+        stage2: The final stage.
+        probe_for_sigma: One probe run's RDP curve at σ.
+        final_for_sigma: One final run's RDP curve at σ (same orders).
+        split: Fraction of ε for stage 1, in (0, 1).
+        rtol: Relative tolerance on each σ.
+
+    Returns:
+        The calibration; its report's ε ≤ ``target_epsilon`` (checked).
+
+    Raises:
+        TwoStageDesignError: A refused design or split.
+        CalibrationError: A stage that needs σ outside the calibration's bracket.
+    """
+    check_design(stage1, stage2)
+    check_positive("target_epsilon", target_epsilon)
+    check_delta(delta)
+    check_split(split)
+
+    def stage_epsilon(stage: Stage1 | Stage2, curve: RdpCurve) -> float:
+        tuned, _ = stage.curve(curve)
+        return epsilon_from_rdp(tuned.orders, tuned.epsilons, delta, pure_epsilon=tuned.pure_epsilon)[0]
+
+    probe0 = _stage_sigma("stage 1 (the probes)", lambda s: stage_epsilon(stage1, probe_for_sigma(s)),
+                          split * target_epsilon, rtol)
+    final0 = _stage_sigma("stage 2 (the final run)", lambda s: stage_epsilon(stage2, final_for_sigma(s)),
+                          (1.0 - split) * target_epsilon, rtol)
+
+    def total_at(scale: float) -> TwoStageReport:
+        return account_two_stage(probe_for_sigma(scale * probe0), final_for_sigma(scale * final0), stage1, stage2,
+                                 delta)
+
+    scale = smallest_sigma(lambda s: total_at(s).epsilon, target_epsilon, rtol=rtol, sigma_bounds=(1e-3, 1e3))
+    report = total_at(scale)
+    if report.epsilon > target_epsilon:  # smallest_sigma guarantees this; a broken monotonicity would not
+        raise CalibrationError(
+            f"two-stage calibration did not meet epsilon={target_epsilon:g} (got {report.epsilon:g})"
+        )
+    return TwoStageCalibration(scale * probe0, scale * final0, report, float(split))
