@@ -24,15 +24,15 @@ if TYPE_CHECKING:
     from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.planner import Candidate, Comparison, ComputeBudget, PlanResult, PlanRow
 
-__all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "plan_candidates", "plan_command",
-           "verdict"]
+__all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "check_designs", "plan_candidates",
+           "plan_command", "verdict"]
 
 #: Library parameter names -> the plan options that set them (for one-line errors naming the option).
 OPTION_NAMES = {
     "landscape": "--landscape", "epsilon": "--epsilon", "delta": "--delta", "mean": "--mean", "means": "--mean",
     "runs": "--runs", "repeats": "--repeats", "seed": "--seed", "workers": "--workers",
     "max_mean_runs": "--max-mean-runs", "run_seconds": "--run-seconds", "budget_seconds": "--compute-budget",
-    "designs": "--design",
+    "designs": "--design", "probe_family": "--probe-landscape",
 }
 
 #: ``dphypo plan --help``: one string per paragraph (typer keeps a docstring's line breaks in the help).
@@ -52,7 +52,9 @@ PLAN_HELP = (
     "`dphypo plot pareto`).\n\n"
     "--design two-stage adds two-stage designs (dphypo.privacy.two_stage): the best of E[T] uniform probes, or "
     "E[T] released probe scores, at their own larger σ, then one final run, at budget splits 0.3, 0.5 and 0.7; "
-    "their total ε is the RDP composition of the two stages.\n\n"
+    "their total ε is the RDP composition of the two stages. --probe-landscape gives the probes a cheaper "
+    "family (same grid, fewer epochs: each probe is accounted with its own steps and counts as its share of a run "
+    "in E[runs] and compute).\n\n"
     "The plan is computed from the landscapes (public data, or data whose privacy was already paid for), not from "
     "the private data of the search it plans: choose the configuration here, then run `dphypo tune` with it."
 )
@@ -64,7 +66,17 @@ DESIGNS: tuple[str, ...] = ("uniform", "dp-hypo", "two-stage")
 DEFAULT_DESIGNS: tuple[str, ...] = ("uniform", "dp-hypo")
 
 
-def plan_candidates(designs: tuple[str, ...], means: list[float], runs: str) -> tuple[Candidate, ...]:
+def check_designs(designs: tuple[str, ...]) -> None:
+    """Refuse an unknown or repeated ``--design`` in one line."""
+    unknown = [d for d in designs if d not in DESIGNS]
+    if unknown or len(set(designs)) != len(designs):
+        raise ValueError(f"--design must be distinct values among {', '.join(DESIGNS)}, got {', '.join(designs)}")
+
+
+def plan_candidates(
+    designs: tuple[str, ...], means: list[float], runs: str, *, probe_family: LandscapeFamily | None = None,
+    final_epochs: int = 10,
+) -> tuple[Candidate, ...]:
     """The candidates of the chosen designs, uniform and DP-HyPO first, then two-stage.
 
     :func:`~dphypo.simulation.planner.default_candidates` filtered by design, then
@@ -75,12 +87,10 @@ def plan_candidates(designs: tuple[str, ...], means: list[float], runs: str) -> 
     """
     from dphypo.simulation.planner import default_candidates, default_two_stage_candidates
 
-    unknown = [d for d in designs if d not in DESIGNS]
-    if unknown or len(set(designs)) != len(designs):
-        raise ValueError(f"--design must be distinct values among {', '.join(DESIGNS)}, got {', '.join(designs)}")
+    check_designs(designs)
     out: list[Candidate] = [x for x in default_candidates(means, runs) if x.design in designs]
     if "two-stage" in designs:
-        out += default_two_stage_candidates(means, runs)
+        out += default_two_stage_candidates(means, runs, probe_family=probe_family, final_epochs=final_epochs)
     return tuple(out)
 
 
@@ -124,12 +134,17 @@ def plan_command(
         typer.Option("--design", help="A search design to compare: uniform, dp-hypo or two-stage; repeat for "
                      "several (default: uniform and dp-hypo)."),
     ] = None,
+    probe_landscape: Annotated[
+        list[str] | None,
+        typer.Option("--probe-landscape", help="two-stage: a member of the probes' cheaper landscape family (same "
+                     "grid, fewer epochs); repeat for every member (default: full-fidelity probes on --landscape)."),
+    ] = None,
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
         budget = Budget(max_mean_runs, run_seconds, compute_budget)
         _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem, budget,
-              tuple(design or DEFAULT_DESIGNS))
+              tuple(design or DEFAULT_DESIGNS), probe_landscape)
 
 
 @dataclass(frozen=True)
@@ -164,7 +179,7 @@ class Budget:
 def _plan(
     landscape: list[str], epsilon: float, delta: float, mean: list[float] | None, runs: str, repeats: int,
     seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B", budget: Budget | None = None,
-    designs: tuple[str, ...] = DEFAULT_DESIGNS,
+    designs: tuple[str, ...] = DEFAULT_DESIGNS, probe_landscape: list[str] | None = None,
 ) -> None:
     """The body of ``dphypo plan``: every option is checked before the first calibration."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -174,7 +189,10 @@ def _plan(
 
     budget = budget or Budget()
     budget.check()
-    candidates = plan_candidates(designs, list(mean or DEFAULT_MEANS), runs)
+    check_designs(designs)
+    if probe_landscape and "two-stage" not in designs:
+        raise ValueError("--probe-landscape is the probes' family of a two-stage design: add --design two-stage")
+    plan_candidates(designs, list(mean or DEFAULT_MEANS), runs)  # every candidate checked before a file is read
     if len(landscape) < 2:
         raise ValueError(f"--landscape must be repeated for at least 2 members of one landscape family, got "
                          f"{len(landscape)}")
@@ -184,6 +202,9 @@ def _plan(
     check_non_negative_int("seed", seed)
     family = load_family(landscape)  # one line naming the files if they are not one family
     compute = budget.resolve(family)
+    probes = None if not probe_landscape else load_family(probe_landscape)
+    candidates = plan_candidates(designs, list(mean or DEFAULT_MEANS), runs, probe_family=probes,
+                                 final_epochs=int(family.mechanism_metadata.get("epochs", 10)))
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     status = out_console(stderr=True)
     # A progress bar on a terminal only: piped or logged, it would leave blank lines around the errors and output.

@@ -256,28 +256,42 @@ class PlanCandidate:
         return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TwoStageCandidate:
     """A two-stage design a plan compares (:mod:`dphypo.simulation.two_stage`): probes, then one committed run.
 
-    In a plan the probes run on the plan's family itself: full-fidelity runs at their own (larger) σ, so a probe
-    costs what a final run costs. Its simulated repeats draw from their own streams (not
+    The probes run on ``probe_family`` when given (a cheaper fidelity on the same grid, e.g. fewer epochs: each probe
+    is accounted with its own steps and costs ``probe steps / final steps`` of a run in compute), else on the plan's
+    family itself (full-fidelity runs at their own, larger σ). Its simulated repeats draw from their own streams (not
     :func:`~dphypo.simulation.batched.repeat_streams`), so it is compared with other rows by Welch's interval.
 
     Attributes:
         two_stage: The design (stages and budget split).
+        probe_family: The probes' landscape family, or ``None`` for full-fidelity probes.
+        final_epochs: Epochs of the final runs (the plan's family's), which a cheaper probe's compute share is
+            relative to; :func:`plan_search` checks it.
     """
 
     two_stage: TwoStageDesign
+    probe_family: LandscapeFamily | None = None
+    final_epochs: int = 10
 
     def __post_init__(self) -> None:
         if not isinstance(self.two_stage, TwoStageDesign):
             raise ValueError(f"two_stage must be a TwoStageDesign, got {self.two_stage!r}")
+        if self.probe_family is not None and not isinstance(self.probe_family, LandscapeFamily):
+            raise ValueError(f"probe_family must be a LandscapeFamily or None, got {self.probe_family!r}")
+
+    @property
+    def probe_epochs(self) -> int | None:
+        """The probes' epochs when they have their own family, else ``None`` (the final run's)."""
+        return None if self.probe_family is None else int(self.probe_family.mechanism_metadata["epochs"])
 
     @property
     def label(self) -> str:
-        """``"two-stage: "`` and the design's own label."""
-        return f"two-stage: {self.two_stage.label()}"
+        """``"two-stage: "``, the design's own label and the probes' epochs when they are cheaper."""
+        epochs = "" if self.probe_epochs is None else f", {self.probe_epochs}-epoch probes"
+        return f"two-stage: {self.two_stage.label()}{epochs}"
 
     @property
     def name(self) -> str:
@@ -294,14 +308,20 @@ class TwoStageCandidate:
         """Not a DP-HyPO search: its probes are drawn from the prior (adaptivity is in the commitment)."""
         return False
 
+    def expected_runs_for(self, final_epochs: int) -> float:
+        """Expected training runs of both stages in full-run equivalents (a probe of e epochs counts e/final)."""
+        share = 1.0 if self.probe_epochs is None else self.probe_epochs / final_epochs
+        return self.two_stage.stage1.expected_probes * share + self.two_stage.stage2.expected_runs
+
     @property
     def expected_runs(self) -> float:
-        """Expected training runs of both stages (probes, then final runs)."""
-        return self.two_stage.stage1.expected_probes + self.two_stage.stage2.expected_runs
+        """Expected training runs of both stages, cheaper probes counted by their share of a final run."""
+        return self.expected_runs_for(self.final_epochs)
+
 
     @property
     def key(self) -> tuple[str, str]:
-        """What tells a plan's candidates apart."""
+        """What tells a plan's candidates apart (the label names the probes' fidelity)."""
         return self.label, "two-stage"
 
     @property
@@ -314,7 +334,8 @@ Candidate = PlanCandidate | TwoStageCandidate
 
 
 def default_two_stage_candidates(
-    means: Iterable[float], kind: str = "geometric", splits: Sequence[float] = DEFAULT_TWO_STAGE_SPLITS
+    means: Iterable[float], kind: str = "geometric", splits: Sequence[float] = DEFAULT_TWO_STAGE_SPLITS, *,
+    probe_family: LandscapeFamily | None = None, final_epochs: int = 10,
 ) -> tuple[TwoStageCandidate, ...]:
     """Two-stage designs for a plan: the best of E[T] = m uniform probes, or m released probes, then one final run.
 
@@ -324,6 +345,8 @@ def default_two_stage_candidates(
         means: Probe counts / E[T] of the probe selection (each > 1).
         kind: The probe selection's law of T, one of :data:`PLAN_RUN_COUNTS`.
         splits: Fractions of ε for the probes (each in (0, 1)).
+        probe_family: The probes' (cheaper) family, or ``None`` for full-fidelity probes.
+        final_epochs: Epochs of the plan family's runs.
 
     Returns:
         The candidates, E[T] outer, then released / selected probes, then the split.
@@ -334,9 +357,10 @@ def default_two_stage_candidates(
     for m in (float(x) for x in means):
         selection = ProbeSelection(RepeatAndSelect(make_run_count(kind, mean=m)))
         for split in splits:
-            out.append(TwoStageCandidate(TwoStageDesign(selection, FinalRun(), split)))
+            out.append(TwoStageCandidate(TwoStageDesign(selection, FinalRun(), split), probe_family, final_epochs))
             if float(m).is_integer():
-                out.append(TwoStageCandidate(TwoStageDesign(ProbeRelease(int(m)), FinalRun(), split)))
+                out.append(TwoStageCandidate(TwoStageDesign(ProbeRelease(int(m)), FinalRun(), split), probe_family,
+                                             final_epochs))
     return tuple(out)
 
 
@@ -463,7 +487,7 @@ def _candidate_config(candidate: Candidate) -> dict[str, Any]:
     """The JSON fields that describe a candidate's search: its strategy and T, or its two-stage design."""
     if isinstance(candidate, TwoStageCandidate):
         return {"strategy": None, "config": None, "C": 1.0, "c": 1.0, "run_count": None,
-                "two_stage": candidate.two_stage.describe()}
+                "two_stage": {**candidate.two_stage.describe(), "probe_epochs": candidate.probe_epochs}}
     C, c = candidate.bounds
     return {"strategy": candidate.strategy.name, "config": strategy_config(candidate.strategy), "C": C, "c": c,
             "run_count": repr(candidate.run_count)}
@@ -721,15 +745,17 @@ def _calibrated_two_stage_row(
     family: LandscapeFamily, epsilon: float, delta: float, candidate: TwoStageCandidate, seed: int
 ) -> PlanRow:
     """A two-stage candidate's σ pair for the total ε (RDP composition of its stages) and its status."""
+    probes = family if candidate.probe_family is None else candidate.probe_family
     try:
-        calibration = calibrate_design(candidate.two_stage, epsilon, delta, family.mechanism_metadata)
+        calibration = calibrate_design(candidate.two_stage, epsilon, delta, family.mechanism_metadata,
+                                       probes.mechanism_metadata)
     except (CalibrationError, TwoStageDesignError) as err:
         return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
     report = calibration.report
     theorem = f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}; composed (RDP)"
     row = PlanRow(candidate, "ok", sigma=calibration.final_sigma, probe_sigma=calibration.probe_sigma,
                   epsilon=float(report.epsilon), method=report.method, theorem=theorem, seed=seed)
-    reason = (_outside(family, calibration.probe_sigma, epsilon, "probe sigma")
+    reason = (_outside(probes, calibration.probe_sigma, epsilon, "probe sigma")
               or _outside(family, calibration.final_sigma, epsilon, "final sigma"))
     return dataclasses.replace(row, status="outside family", reason=reason) if reason else row
 
@@ -813,6 +839,11 @@ def plan_search(
     for candidate in candidates:
         if not isinstance(candidate, (PlanCandidate, TwoStageCandidate)):
             raise ValueError(f"candidates must be PlanCandidate or TwoStageCandidate objects, got {candidate!r}")
+    epochs = int(family.mechanism_metadata.get("epochs", 0))
+    wrong = [x.name for x in candidates if isinstance(x, TwoStageCandidate) and x.final_epochs != epochs]
+    if wrong:
+        raise ValueError(f"two-stage candidates must count compute relative to the family's {epochs} epochs "
+                         f"(final_epochs), got {wrong}")
     keys = [x.key for x in candidates]
     if len(set(keys)) != len(keys):
         raise ValueError(f"candidates must be distinct (label, run count) pairs, got {[x.name for x in candidates]}")
@@ -874,7 +905,8 @@ def _simulated(
         assert row.probe_sigma is not None
         # its own streams, the same for every two-stage row of the plan (common random numbers among them)
         rng = np.random.default_rng([seed, _TWO_STAGE_STREAM])
-        values = two_stage_values(candidate.two_stage, family.at(row.probe_sigma), family.at(row.sigma), repeats,
+        probes = family if candidate.probe_family is None else candidate.probe_family
+        values = two_stage_values(candidate.two_stage, probes.at(row.probe_sigma), family.at(row.sigma), repeats,
                                   rng)
         mean, ci95 = mean_ci95(values)
     else:

@@ -121,3 +121,20 @@ def test_plan_refuses_an_unknown_design_in_one_line(capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert err.startswith("error: --design must be distinct values among uniform, dp-hypo, two-stage") and \
         err.count("\n") == 1
+
+
+def test_plan_gives_two_stage_probes_a_cheaper_family(capsys: pytest.CaptureFixture[str]) -> None:
+    probes = [arg for path in sorted((LANDSCAPES / "multifidelity").glob("digits_mlp_epochs2_sigma*.npz"))
+              for arg in ("--probe-landscape", str(path))]
+    argv = ["plan", *FAMILY, *probes, "--epsilon", "8", "--mean", "10", "--repeats", "20", "--seed", "1",
+            "--workers", "1", "--design", "uniform", "--design", "two-stage", "--json"]
+    payload = _json(capsys, argv)
+    staged = [r for r in payload["rows"] if r["design"] == "two-stage"]
+    assert staged and all(r["label"].endswith("2-epoch probes") and r["two_stage"]["probe_epochs"] == 2
+                          for r in staged)
+    # a 2-epoch probe counts as a fifth of a 10-epoch run in E[runs] (and compute)
+    assert all(r["expected_runs"] == pytest.approx(10 * 0.2 + 1) for r in staged)
+    released = next(r for r in staged if r["label"].startswith("two-stage: release 10 probes") and r["status"] == "ok")
+    assert 7.95 <= released["epsilon"] <= 8.0 and released["probe_sigma"] > 0
+    assert run(["plan", *FAMILY, *probes, "--epsilon", "8"]) == 2  # no two-stage design asked for
+    assert "--probe-landscape is the probes' family of a two-stage design" in capsys.readouterr().err

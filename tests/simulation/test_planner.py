@@ -328,3 +328,18 @@ def test_a_two_stage_row_is_its_design_simulated_at_its_calibrated_sigmas_and_co
     # default grid: selected probes at every split, released probes only for integer counts
     names = [c.name for c in default_two_stage_candidates([20, 12.5])]
     assert len(names) == 9 and sum("release" in n for n in names) == 3
+
+
+def test_cheap_probes_count_their_share_of_a_run_and_the_final_epochs_must_be_the_familys() -> None:
+    from dphypo.privacy.two_stage import FinalRun, ProbeRelease
+    from dphypo.simulation.planner import TwoStageCandidate
+    from dphypo.simulation.two_stage import TwoStageDesign
+
+    family = load_family(MEMBERS)
+    probes = load_family(sorted((LANDSCAPES / "multifidelity").glob("digits_mlp_epochs5_sigma*.npz")))
+    design = TwoStageDesign(ProbeRelease(10), FinalRun(), split=0.7)
+    cheap = TwoStageCandidate(design, probes)
+    assert cheap.expected_runs == pytest.approx(10 * 5 / 10 + 1) and cheap.label.endswith("5-epoch probes")
+    assert TwoStageCandidate(design).expected_runs == 11.0
+    with pytest.raises(ValueError, match="relative to the family's 10 epochs"):
+        plan_search(family, 8.0, DELTA, [TwoStageCandidate(design, probes, final_epochs=20)], repeats=2, workers=1)
