@@ -175,8 +175,8 @@ def _stage1_top(
     scores = probes.sample_many(points, rng)
     valid = np.arange(width)[None, :] < counts[:, None]
     order = _ranked(scores, valid, probes.direction == "maximize")
-    if design.stage1.top_k == 1:
-        return np.take_along_axis(points, order[:, :1], axis=1), np.ones(repeats, dtype=np.int64)
+    if design.stage1.top_k == 1:  # a selection with T = 0 (Poisson T) hands over nothing: available 0
+        return np.take_along_axis(points, order[:, :1], axis=1), np.minimum(counts, 1)
     valid_orders = [ranks[:count] for ranks, count in zip(order, counts, strict=True)]  # invalid slots rank last
     return _distinct_top(points, valid_orders, design.stage1.top_k)
 
@@ -201,7 +201,8 @@ def two_stage_values(
         raise ValueError(f"probes and final must share one grid, got shapes {probes.shape} and {final.shape}")
     top, available = _stage1_top(design, probes, repeats, rng)
     if isinstance(design.stage2, FinalRun):
-        return final.true_values(top[:, 0])
+        # a search whose stage 1 ran no probe (T = 0) releases nothing: the worst mean, as simulate() scores it
+        return np.where(available > 0, final.true_values(top[:, 0]), final.worst_value)
     counts = _run_counts(design.stage2, repeats, rng)
     width = int(counts.max())
     # each final run picks uniformly among the repeat's available top-k points

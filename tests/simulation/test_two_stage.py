@@ -103,3 +103,16 @@ def test_probes_at_a_lower_fidelity_are_cheaper_and_a_higher_one_is_refused() ->
     assert short.report.epsilon <= 8.0
     with pytest.raises(TwoStageDesignError, match="a probe fidelity above the final one"):
         calibrate_design(design, 8.0, 1e-5, family.mechanism_metadata, {**family.mechanism_metadata, "epochs": 20})
+
+
+def test_a_probe_selection_that_ran_no_probe_releases_nothing() -> None:
+    from dphypo.privacy import Poisson
+
+    landscape = grid(MEANS, 0.0)
+    design = TwoStageDesign(ProbeSelection(RepeatAndSelect(Poisson(1.0))))  # T = 0 with probability e^-1
+    values = two_stage_values(design, landscape, landscape, 4000, np.random.default_rng(7))
+    # the worst mean is released when T = 0, or when every probe hit the worst of the 20 points: with Poisson(1) T,
+    # E[(1/20)^T] = exp(-1 + 1/20)
+    # (releasing a random point when no probe ran would move e^-1 · 19/20 of that mass: far outside the tolerance)
+    worst = np.mean(values == landscape.worst_value)
+    assert abs(worst - np.exp(-0.95)) < 4 * np.sqrt(0.39 * 0.61 / 4000)
