@@ -257,7 +257,7 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
     Nothing is trained and nothing random is drawn (no T, no candidate); the data was read only for the sizes of its
     splits (n_train and n_val, which dphypo's accounting treats as public).
     """
-    from dphypo.api.search import accounted_search, calibrated_sigma, plan_privacy_axes
+    from dphypo.api.search import accounted_search, calibrated_sigma, plan_privacy_axes, profile_or_skipped
     from dphypo.privacy import PrivacyAccounting
     from dphypo.train.heterogeneous import HeterogeneousDPSGD
 
@@ -273,7 +273,9 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
         sigma = args.sigma if request.epsilon is None else calibrated_sigma(
             search, training, epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost)
         mechanism = training.mechanism(sigma)
-        privacy = PrivacyAccounting(search, mechanism.rdp(), args.delta, max_lost=args.max_lost)
+        # the accounting tune itself uses: the run's profile bounds too for a uniform search (KRW 2024 Sec. 4)
+        profile = None if search.adaptive else profile_or_skipped(mechanism)
+        privacy = PrivacyAccounting(search, mechanism.rdp(), args.delta, profile=profile, max_lost=args.max_lost)
         rows, reference = [HeterogeneousDPSGD.describe_mechanism(mechanism)], None
     report = privacy.account()
     return {"dry_run": True, "candidates": rows, "reference": reference, "epsilon": report.epsilon,

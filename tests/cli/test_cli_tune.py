@@ -326,3 +326,11 @@ def test_a_search_over_batch_size_releases_the_candidates_own_sigma_q_and_steps(
     assert (privacy["sigma"], privacy["sample_rate"], privacy["steps"]) == (own["sigma"], own["sample_rate"],
                                                                              own["steps"])
     assert privacy["reference"] == planned["reference"]
+
+
+def test_a_dry_run_accounts_as_the_search_does_profile_bounds_included(capsys, tmp_path) -> None:
+    # Poisson T, uniform: σ is calibrated with the profile bound, so the dry run must account with it too
+    # (it printed the RDP-only ε 9.75 for an ε = 8 search before)
+    assert run(["tune", "--runs", "poisson", "--mean", "10", "--out", str(tmp_path / "o"), "--dry-run", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "rdp-poisson-pld"
