@@ -1,162 +1,249 @@
-"""Two-stage designs against single-stage uniform search at equal total ε on the shipped digits family.
+"""Best uniform, best DP-HyPO (GP-UCB) and best two-stage search at equal total ε, per compute budget.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/two_stage.py [--epsilon 4 8] [--max-runs 20 inf] [--select 1000]
-[--evaluate 3000]``
+Run: ``OMP_NUM_THREADS=1 python benchmarks/two_stage.py [--family digits|mnist] [--epsilon 2 4 8]
+[--max-runs 10 20 50 inf] [--probe-epochs 1 2 5 10] [--select 1000] [--evaluate 3000] [--select-adaptive 1000]``
 
-Every arm is calibrated to the same total (ε, δ = 1e-5) under the family's DP-SGD mechanism (10 epochs, batch 64,
-score noise 0.02 accuracy): the uniform arms by :func:`dphypo.simulation.equal_epsilon.arm_sigma` (the smallest
-valid bound), the two-stage designs by :func:`dphypo.privacy.two_stage.calibrate_two_stage` (RDP composition of
-the two stages). The shipped family varies σ only, so every probe is a full-fidelity run at a larger σ.
+Every arm costs the same total (ε, δ = 1e-5) under the family's DP-SGD mechanism (10 epochs; digits: batch 64,
+MNIST subset: batch 256; score noise 0.02 accuracy):
+- uniform single-stage search at E[T] ∈ {10, 20, 50, 100, 200} (geometric T), σ by
+  :func:`dphypo.simulation.equal_epsilon.arm_sigma` (the smallest valid bound);
+- DP-HyPO: GP-UCB projected onto S_{C,c} for (C, c) ∈ :data:`dphypo.simulation.planner.DEFAULT_GPUCB_BOUNDS` at the
+  same E[T], σ by the same :func:`~dphypo.simulation.equal_epsilon.arm_sigma` with that (C, c) (Theorem B, as
+  ``dphypo plan --design dp-hypo``); an arm whose σ is unreachable or outside the family is listed as such;
+- two-stage designs (:func:`designs`), σ of both stages by :func:`dphypo.privacy.two_stage.calibrate_two_stage`
+  (RDP composition of the stages).
 
-``--probe-epochs 1 2 5 10`` adds probes at lower fidelity: the ``landscapes/multifidelity`` families (same grid,
-mechanism and seeds, 1, 2 or 5 epochs; each probe then costs that share of a full run in compute and is accounted
-with its own steps). Per compute budget (``--max-runs``: expected training runs in full-run units; a two-stage
-design may add its one final run), the best
-uniform E[T] and the best two-stage design within it are *chosen* on ``--select`` repeats and *compared* on
-``--evaluate`` fresh repeats (independent streams, Welch 95 % interval), so the choice among many designs does not
-flatter either side (no winner's curse in the comparison).
-Designs that cannot meet ε (a stage's σ-independent floor, or a σ outside the family's range) are listed as such.
+``--probe-epochs 1 2 5 10`` gives the probes their own fidelity (the family's ``probes`` families: same grid,
+mechanism and seeds at fewer epochs, each probe accounted with its own steps and counted as e/10 of a full run in
+compute); 10 means full-fidelity probes on the family itself. Full-fidelity and cheaper-probe designs are reported as
+two separate kinds (``two-stage (10-ep probes)`` and ``two-stage (cheap probes)``).
+
+Per compute budget (``--max-runs``: expected training runs in full-run units; a two-stage design may add its one
+final run), the best arm of each kind is *chosen* on selection repeats and *compared* with the best uniform arm on
+``--evaluate`` fresh repeats (independent streams, Welch 95 % interval), so the choice among many arms does not
+flatter any kind (no winner's curse in the comparison). The GP-UCB arms are chosen on ``--select-adaptive`` repeats
+and evaluated on ``--evaluate-adaptive`` (they cost seconds per 100 repeats, the others milliseconds). Each kind
+uses its own fixed seeds (uniform 11 / 21, two-stage 12 / 22, DP-HyPO 13 / 23), so the uniform and two-stage numbers
+of an earlier run of this script reproduce.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dphypo.privacy import CalibrationError, RepeatAndSelect, geometric
-from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStageDesignError
+from dphypo.privacy.run_counts import TruncatedNegativeBinomial as TNB
+from dphypo.privacy.two_stage import (
+    FinalRun,
+    FinalSelection,
+    ProbeRelease,
+    ProbeSelection,
+    TwoStage,
+    TwoStageDesignError,
+)
 from dphypo.simulation.equal_epsilon import arm_sigma
 from dphypo.simulation.family import LandscapeFamily, load_family
-from dphypo.simulation.planner import welch_ci95
+from dphypo.simulation.landscapes import Landscape
+from dphypo.simulation.planner import DEFAULT_GPUCB_BOUNDS, welch_ci95
 from dphypo.simulation.simulate import simulate
-from dphypo.simulation.two_stage import TwoStageDesign, simulate_two_stage, two_stage_values
-from dphypo.strategies import Uniform
+from dphypo.simulation.two_stage import simulate_two_stage, two_stage_values
+from dphypo.strategies import GPUCB, Strategy, Uniform
 
 DELTA = 1e-5
 EXPECTED_RUNS = (10, 20, 50, 100, 200)
-#: Epochs of the final runs (the shipped family's).
+#: Epochs of the final runs (both families').
 FULL_EPOCHS = 10
 ROOT = os.path.join(os.path.dirname(__file__), "..", "landscapes")
+#: Per family: the 10-epoch members and the pattern of the cheaper-probe members (``{epochs}`` filled in).
+FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "digits": (("digits_mlp_sigma*.npz",), os.path.join("multifidelity", "digits_mlp_epochs{epochs}_sigma*.npz")),
+    "mnist": (("mnist_subset_cnn_sigma*.npz", os.path.join("mnist", "mnist_subset_cnn_sigma*.npz")),
+              os.path.join("mnist", "probes", "mnist_subset_cnn_epochs{epochs}_sigma*.npz")),
+}
+#: (selection seed, evaluation seed) per kind of arm.
+SEEDS = {"uniform": (11, 21), "dp-hypo": (13, 23), "two-stage": (12, 22)}
 
 
-def designs() -> list[TwoStageDesign]:
+def designs() -> list[TwoStage]:
     """The two-stage grid: probe count / E[T] × split, released or selected probes, one final run or a selection."""
     out = []
     for n in EXPECTED_RUNS:
         for split in (0.3, 0.5, 0.7):
-            out.append(TwoStageDesign(ProbeRelease(n), FinalRun(), split))
-            out.append(TwoStageDesign(ProbeSelection(RepeatAndSelect(geometric(1 / n))), FinalRun(), split))
-        out.append(TwoStageDesign(ProbeRelease(n, top_k=3), FinalSelection(RepeatAndSelect(geometric(1 / 3))), 0.5))
+            out.append(TwoStage(ProbeRelease(n), FinalRun(), split))
+            out.append(TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / n))), FinalRun(), split))
+        out.append(TwoStage(ProbeRelease(n, top_k=3), FinalSelection(RepeatAndSelect(geometric(1 / 3))), 0.5))
     return out
 
 
 Sampler = Callable[[int, int], np.ndarray]
-#: An arm: its expected number of training runs and its simulation ``(repeats, seed) -> values``.
-Arm = tuple[float, Sampler]
 
 
-def uniform_arms(family: LandscapeFamily, epsilon: float) -> dict[str, Arm]:
-    """Uniform single-stage searches at every E[T] the family covers, as ``(repeats, seed) -> values``."""
+@dataclass
+class Arm:
+    """One configuration: its expected training runs (full-run units) and its simulation ``(repeats, seed)``.
+
+    Values are cached per ``(repeats, seed)``: every compute budget re-chooses among the same arms.
+    """
+
+    runs: float
+    sampler: Sampler
+    cache: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    def values(self, repeats: int, seed: int) -> np.ndarray:
+        """Released true values of ``repeats`` simulated searches on stream ``seed``, shape ``(repeats,)``."""
+        if (repeats, seed) not in self.cache:
+            self.cache[(repeats, seed)] = self.sampler(repeats, seed)
+        return self.cache[(repeats, seed)]
+
+
+def single_stage_arms(
+    family: LandscapeFamily, epsilon: float, bounds: tuple[tuple[float, float], ...]
+) -> dict[str, Arm]:
+    """Single-stage searches at every E[T] and (C, c) the family covers; (1, 1) is uniform search, else GP-UCB."""
     arms: dict[str, Arm] = {}
-    for mean in EXPECTED_RUNS:
-        try:
-            sigma = arm_sigma(epsilon, DELTA, geometric(1 / mean), 1.0, 1.0, family.mechanism_metadata)
-        except CalibrationError as error:
-            print(f"  uniform E[T]={mean}: unreachable ({error})")
-            continue
-        if not family.sigma_range[0] <= sigma <= family.sigma_range[1]:
-            print(f"  uniform E[T]={mean}: sigma {sigma:.4g} outside the family")
-            continue
-        landscape, law = family.at(sigma), geometric(1 / mean)
+    for C, c in bounds:
+        kind = "uniform" if C == c == 1.0 else f"GP-UCB C={C:g} c={c:.3g}"
+        for mean in EXPECTED_RUNS:
+            try:
+                sigma = arm_sigma(epsilon, DELTA, geometric(1 / mean), C, c, family.mechanism_metadata)
+            except CalibrationError as error:
+                print(f"  {kind} E[T]={mean}: unreachable ({' '.join(str(error).split())[:90]})")
+                continue
+            if not family.sigma_range[0] <= sigma <= family.sigma_range[1]:
+                print(f"  {kind} E[T]={mean}: sigma {sigma:.4g} outside the family {family.sigma_range}")
+                continue
+            strategy: Strategy = Uniform() if kind == "uniform" else GPUCB(C=C, c=c)
+            landscape, law = family.at(sigma), geometric(1 / mean)
 
-        def run(repeats: int, seed: int, landscape=landscape, law=law) -> np.ndarray:
-            return simulate(landscape, [Uniform()], repeats=repeats, run_count=law, seed=seed, workers=1)[0].values
+            def run(
+                repeats: int, seed: int, landscape: Landscape = landscape, law: TNB = law, strategy: Strategy = strategy
+            ) -> np.ndarray:
+                return simulate(landscape, [strategy], repeats=repeats, run_count=law, seed=seed, workers=1)[0].values
 
-        arms[f"uniform E[T]={mean} (sigma {sigma:.3f})"] = (float(mean), run)
+            arms[f"{kind} E[T]={mean} (sigma {sigma:.3f})"] = Arm(float(mean), run)
     return arms
 
 
-def two_stage_arms(
-    family: LandscapeFamily, epsilon: float, probe_families: dict[int, LandscapeFamily] | None = None
-) -> dict[str, Arm]:
-    """Every design of :func:`designs` that meets ε inside the families, as ``(repeats, seed) -> values``.
+def two_stage_arms(family: LandscapeFamily, epsilon: float, probes: LandscapeFamily, epochs: int) -> dict[str, Arm]:
+    """Every design of :func:`designs` with ``epochs``-epoch probes on ``probes`` that meets ε inside the families.
 
-    ``probe_families`` maps probe epochs to a lower-fidelity family on the same grid (``None``: full-fidelity probes
-    on ``family`` only). An arm's expected runs count a probe of e epochs as e/10 of a full run (compute).
+    An arm's expected runs count a probe of e epochs as e/10 of a full run (compute).
     """
     arms: dict[str, Arm] = {}
-    for epochs, probes in (probe_families or {10: family}).items():
-        for design in designs():
-            try:
-                probe = simulate_two_stage(design, family, epsilon, DELTA, 2, np.random.default_rng(0),
-                                           probe_family=probes)
-            except (CalibrationError, TwoStageDesignError) as error:
-                print(f"  {design.label()} ({epochs}-epoch probes): cannot run ({str(error)[:90]})")
-                continue
-            sigmas = f"probe sigma {probe.calibration.probe_sigma:.3f}, final {probe.calibration.final_sigma:.3f}"
+    for design in designs():
+        try:
+            probe = simulate_two_stage(design, family, epsilon, DELTA, 2, np.random.default_rng(0), probe_family=probes)
+        except (CalibrationError, TwoStageDesignError, ValueError) as error:
+            print(f"  {design.label()} ({epochs}-epoch probes): cannot run ({' '.join(str(error).split())[:90]})")
+            continue
+        calibration = probe.calibration
+        sigmas = f"probe sigma {calibration.probe_sigma:.3f}, final {calibration.final_sigma:.3f}"
+        at = (probes.at(calibration.probe_sigma), family.at(calibration.final_sigma))
 
-            at = (probes.at(probe.calibration.probe_sigma), family.at(probe.calibration.final_sigma))
+        def run(  # calibrated once, above
+            repeats: int, seed: int, design: TwoStage = design, at: tuple[Landscape, Landscape] = at
+        ) -> np.ndarray:
+            return two_stage_values(design, at[0], at[1], repeats, np.random.default_rng(seed))
 
-            def run(repeats: int, seed: int, design=design, at=at) -> np.ndarray:  # calibrated once, above
-                return two_stage_values(design, *at, repeats, np.random.default_rng(seed))
-
-            n_probes, n_final = probe.calibration.report.expected_runs
-            cost = n_probes * epochs / FULL_EPOCHS + n_final  # in full-run units
-            arms[f"{design.label()}, {epochs}-epoch probes ({sigmas})"] = (cost, run)
+        n_probes, n_final = calibration.report.expected_runs
+        cost = n_probes * epochs / FULL_EPOCHS + n_final  # in full-run units
+        arms[f"{design.label()}, {epochs}-epoch probes ({sigmas})"] = Arm(cost, run)
     return arms
 
 
-def probe_family(family: LandscapeFamily, epochs: int) -> LandscapeFamily:
-    """The ``epochs``-epoch digits family of ``landscapes/multifidelity`` (``family`` itself for full epochs)."""
-    if epochs == FULL_EPOCHS:
-        return family
-    return load_family(sorted(glob.glob(os.path.join(ROOT, "multifidelity", f"digits_mlp_epochs{epochs}_sigma*.npz"))))
+def load(name: str, epochs: int = FULL_EPOCHS) -> LandscapeFamily:
+    """The family ``name`` of :data:`FAMILIES` at ``epochs`` (10: its final-run members)."""
+    members, probe_pattern = FAMILIES[name]
+    patterns = members if epochs == FULL_EPOCHS else (probe_pattern.format(epochs=epochs),)
+    paths = sorted(path for pattern in patterns for path in glob.glob(os.path.join(ROOT, pattern)))
+    if not paths:
+        raise FileNotFoundError(f"no {epochs}-epoch members of the {name} family under {ROOT}")
+    return load_family(paths)
 
 
-def best(arms: dict[str, Arm], repeats: int, seed: int, max_runs: float = float("inf")) -> str | None:
+def best(arms: dict[str, Arm], repeats: int, seed: int, max_runs: float) -> str | None:
     """The arm with the highest mean on ``repeats`` selection repeats among those with E[runs] ≤ ``max_runs``."""
-    means = {name: float(run(repeats, seed).mean()) for name, (runs, run) in arms.items() if runs <= max_runs}
+    means = {name: float(arm.values(repeats, seed).mean()) for name, arm in arms.items() if arm.runs <= max_runs}
     for name, value in sorted(means.items(), key=lambda item: -item[1])[:3]:
         print(f"    {value:.4f}  {name}")
     return max(means, key=means.__getitem__) if means else None
 
 
-def compare(uniform: dict[str, Arm], staged: dict[str, Arm], args: argparse.Namespace, max_runs: float) -> None:
-    """Choose the best of each kind within ``max_runs`` on selection repeats, compare them on fresh repeats."""
-    print(f"  E[runs] <= {max_runs:g}: best uniform, then best two-stage, on {args.select} selection repeats")
-    u_name = best(uniform, args.select, seed=11, max_runs=max_runs)
-    t_name = best(staged, args.select, seed=12, max_runs=max_runs + 1)  # + the final run
-    if u_name is None or t_name is None:
-        print("    (one kind has no arm within this compute)")
-        return
-    u, t = uniform[u_name][1](args.evaluate, 21), staged[t_name][1](args.evaluate, 22)
-    diff, (low, high) = welch_ci95(t, u)
-    print(f"  -> on {args.evaluate} fresh repeats: uniform {u.mean():.4f} ({u_name}); two-stage {t.mean():.4f} "
-          f"({t_name}); two-stage - uniform {diff:+.4f} [{low:+.4f}, {high:+.4f}]")
+def compare(kinds: dict[str, dict[str, Arm]], args: argparse.Namespace, epsilon: float, max_runs: float) -> list[str]:
+    """Choose the best arm of each kind within ``max_runs``, compare each with the best uniform arm on fresh repeats.
+
+    Returns:
+        Markdown table cells: ε, budget, then per kind "mean (arm)" and, after uniform, "kind − uniform [CI]".
+    """
+    print(f"  E[runs] <= {max_runs:g}: best of each kind on selection repeats")
+    cells = [f"{epsilon:g}", "∞" if math.isinf(max_runs) else f"{max_runs:g}"]
+    uniform: np.ndarray | None = None
+    for kind, arms in kinds.items():
+        seed_kind = "dp-hypo" if kind == "dp-hypo" else ("uniform" if kind == "uniform" else "two-stage")
+        select_seed, evaluate_seed = SEEDS[seed_kind]
+        repeats = args.select_adaptive if kind == "dp-hypo" else args.select
+        slack = 1.0 if kind.startswith("two-stage") else 0.0  # + the final run
+        print(f"   {kind} ({repeats} repeats):")
+        name = best(arms, repeats, select_seed, max_runs + slack)
+        if name is None:
+            cells += ["—"] + ([] if kind == "uniform" else ["—"])
+            continue
+        evaluate = args.evaluate_adaptive if kind == "dp-hypo" and args.evaluate_adaptive else args.evaluate
+        values = arms[name].values(evaluate, evaluate_seed)
+        cells.append(f"{values.mean():.4f} ({name})")
+        if kind == "uniform":
+            uniform = values
+        elif uniform is not None:
+            diff, (low, high) = welch_ci95(values, uniform)
+            cells.append(f"{diff:+.4f} [{low:+.4f}, {high:+.4f}]")
+            print(f"  -> {kind} {values.mean():.4f} ({name}) - uniform {uniform.mean():.4f}: "
+                  f"{diff:+.4f} [{low:+.4f}, {high:+.4f}] on {evaluate} / {args.evaluate} fresh repeats")
+    print("  | " + " | ".join(cells) + " |")
+    return cells
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="digits")
     parser.add_argument("--epsilon", type=float, nargs="+", default=[4.0, 8.0])
     parser.add_argument("--select", type=int, default=1000)
+    parser.add_argument("--select-adaptive", type=int, default=1000, help="selection repeats of the GP-UCB arms")
     parser.add_argument("--evaluate", type=int, default=3000)
+    parser.add_argument("--evaluate-adaptive", type=int, default=None,
+                        help="fresh repeats of the chosen GP-UCB arm (default: --evaluate)")
     parser.add_argument("--max-runs", type=float, nargs="+", default=[20.0, float("inf")],
                         help="compute budgets in expected runs (a two-stage design may add its final run)")
-    parser.add_argument("--probe-epochs", type=int, nargs="+", default=None,
-                        help="probe fidelities: epochs of the landscapes/multifidelity families (10: the full family)")
+    parser.add_argument("--probe-epochs", type=int, nargs="+", default=[FULL_EPOCHS],
+                        help="probe fidelities in epochs (10: full-fidelity probes on the family itself)")
+    parser.add_argument("--no-dp-hypo", action="store_true", help="leave the GP-UCB arms out")
     args = parser.parse_args()
-    family = load_family(sorted(glob.glob(os.path.join(ROOT, "digits_mlp_sigma*.npz"))))
+    family = load(args.family)
     print(family)
-    probe_families = None if args.probe_epochs is None else {e: probe_family(family, e) for e in args.probe_epochs}
+    probe_families = {e: load(args.family, e) for e in args.probe_epochs}
+    rows = []
     for epsilon in args.epsilon:
         print(f"\nepsilon = {epsilon:g}, delta = {DELTA:g}")
-        uniform, staged = uniform_arms(family, epsilon), two_stage_arms(family, epsilon, probe_families)
+        kinds = {"uniform": single_stage_arms(family, epsilon, ((1.0, 1.0),))}
+        if not args.no_dp_hypo:
+            kinds["dp-hypo"] = single_stage_arms(family, epsilon, DEFAULT_GPUCB_BOUNDS)
+        for label, fidelities in (("two-stage (10-ep probes)", [FULL_EPOCHS]),
+                                  ("two-stage (cheap probes)", [e for e in probe_families if e != FULL_EPOCHS])):
+            staged = {k: v for e in fidelities if e in probe_families
+                      for k, v in two_stage_arms(family, epsilon, probe_families[e], e).items()}
+            if staged or any(e in probe_families for e in fidelities):
+                kinds[label] = staged
         for max_runs in args.max_runs:
-            compare(uniform, staged, args, max_runs)
+            rows.append(compare(kinds, args, epsilon, max_runs))
+    print("\n| ε | E[runs] ≤ | " + " | ".join(f"{k} | {k} − uniform" if k != "uniform" else k for k in kinds) + " |")
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ __all__ = [
     "Choice",
     "DataFailure",
     "DphypoError",
+    "FinalRun",
+    "FinalSelection",
     "Float",
     "Int",
     "Journal",
@@ -29,6 +31,8 @@ __all__ = [
     "PrivacyAccounting",
     "PrivacyReport",
     "PrivateScore",
+    "ProbeRelease",
+    "ProbeSelection",
     "Release",
     "RepeatAndSelect",
     "SQLiteJournal",
@@ -36,16 +40,24 @@ __all__ = [
     "SearchResult",
     "SearchSpace",
     "Tuner",
+    "TwoStage",
     "Uniform",
     "__version__",
     "make_executor",
     "tune",
     "tune_subsampled",
+    "tune_two_stage",
 ]
 
 _LAZY = {
     "tune": "dphypo.api",
     "tune_subsampled": "dphypo.api",
+    "tune_two_stage": "dphypo.api",
+    "TwoStage": "dphypo.privacy",
+    "ProbeRelease": "dphypo.privacy",
+    "ProbeSelection": "dphypo.privacy",
+    "FinalRun": "dphypo.privacy",
+    "FinalSelection": "dphypo.privacy",
     "DPSGD": "dphypo.train.recipe",
     "Tuner": "dphypo.search.tuner",
     "Release": "dphypo.search.tuner",
@@ -77,9 +89,18 @@ _RENAMED = {
 }
 
 if TYPE_CHECKING:
-    from dphypo.api import tune, tune_subsampled
+    from dphypo.api import tune, tune_subsampled, tune_two_stage
     from dphypo.exceptions import DataFailure, DphypoError, LostAttemptsExceeded
-    from dphypo.privacy import PrivacyAccounting, PrivacyReport, RepeatAndSelect
+    from dphypo.privacy import (
+        FinalRun,
+        FinalSelection,
+        PrivacyAccounting,
+        PrivacyReport,
+        ProbeRelease,
+        ProbeSelection,
+        RepeatAndSelect,
+        TwoStage,
+    )
     from dphypo.search.execution import make_executor
     from dphypo.search.options import SearchOptions
     from dphypo.search.records import PrivateScore

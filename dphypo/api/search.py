@@ -112,7 +112,7 @@ def profile_or_skipped(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped
 
 
 def pass_options(
-    objective: Objective, options: SearchOptions, search: RepeatAndSelect, training: DPSGD, max_lost: int,
+    objective: Objective, options: SearchOptions, adaptive: bool, training: DPSGD, max_lost: int,
 ) -> tuple[SearchOptions, int]:
     """The options of a search whose objective trains in passes, and the most runs one pass holds in flight.
 
@@ -127,7 +127,7 @@ def pass_options(
         objective: The search's objective (anything but a :class:`~dphypo.search.evaluation.PassObjective` that
             trains in passes is returned unchanged, with 1 run in flight).
         options: The search's options.
-        search: The accounted search (``search.adaptive`` says whether densities change).
+        adaptive: Whether the search's densities change (C > c, or any adaptive placement).
         training: The DP-SGD settings (public sizes, for the pass size on CUDA).
         max_lost: Lost attempts the search is accounted for.
 
@@ -142,7 +142,7 @@ def pass_options(
     if trainer is None:
         return options, 1
     k = options.runs_per_update
-    if k is None and not search.adaptive and callable(getattr(trainer, "default_pass_size", None)):
+    if k is None and not adaptive and callable(getattr(trainer, "default_pass_size", None)):
         k = int(trainer.default_pass_size(training.mechanism(1.0)))  # type: ignore[attr-defined]  # σ-free
         if max_lost > 0 and getattr(trainer, "pass_size", None) is None:
             k = min(k, max_lost)
@@ -240,10 +240,10 @@ def tune(
                                                 max_lost=max_lost)
         largest = max(candidates.mechanisms, key=lambda m: m.batch_size)
         sizing = dataclasses.replace(training, batch_size=largest.batch_size, epochs=largest.epochs)
-        run_options, in_flight = pass_options(objective, run_options, search, sizing, max_lost)
+        run_options, in_flight = pass_options(objective, run_options, search.adaptive, sizing, max_lost)
         return _run_tuner(Tuner(objective, space, privacy, strategy=chosen, mechanism=candidates,
                                 options=run_options), in_flight)
-    run_options, in_flight = pass_options(objective, run_options, search, training, max_lost)
+    run_options, in_flight = pass_options(objective, run_options, search.adaptive, training, max_lost)
     # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
     profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
     if not search.adaptive:

@@ -246,6 +246,18 @@ def _emit(payload: dict[str, Any], table: Table, as_json: bool) -> None:
         out_console().print(table)
 
 
+# Options of a two-stage design shared by tune and simulate.
+SplitOpt = Annotated[
+    float, typer.Option("--split", help="Two-stage: fraction of ε for the probes before both σ are scaled together.")
+]
+TopKOpt = Annotated[
+    int, typer.Option("--top-k", help="Two-stage, --probe-mode release: the best probes handed to the final stage.")
+]
+FinalMeanOpt = Annotated[
+    float | None, typer.Option("--final-mean", help="Two-stage: E[T′] of a uniform selection among the top k "
+                               "(default: one final run).")
+]
+
 # Options shared by the training commands (tune, landscape build).
 DatasetOpt = Annotated[
     str, typer.Option("--dataset", help="digits (embedded), mnist-subset, mnist, fashion-mnist, cifar10.")

@@ -7,6 +7,7 @@ The typer declarations of both commands; ``tune`` runs in :mod:`dphypo.cli.tune`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,15 +18,18 @@ from dphypo.cli.common import (
     ClipGridOpt,
     DataDirOpt,
     DatasetOpt,
+    FinalMeanOpt,
     JsonOpt,
     LrGridOpt,
     ModelOpt,
+    SplitOpt,
+    TopKOpt,
     app,
     option_names,
     out_console,
     typed_grids,
 )
-from dphypo.cli.tune import TuneArgs, run_tune
+from dphypo.cli.tune import TuneArgs, integer_grid, run_tune
 
 if TYPE_CHECKING:
     from dphypo.simulation.builder import BuildSpec
@@ -154,6 +158,28 @@ def tune_command(
         bool, typer.Option("--dry-run", help="Print every candidate's σ, sampling rate and steps and the reference, "
                            "then stop: nothing is trained or drawn.")
     ] = False,
+    design: Annotated[
+        str, typer.Option("--design", help="two-stage (probes at a cheaper fidelity whose scores are released, then "
+                          "one committed run), single (one private search: uniform or --strategy gp), or auto "
+                          "(default: two-stage, the studies' winner at this budget, unless an option of a "
+                          "single-stage search is given: --runs/--mean/--gamma/--theta, --sigma, --journal, "
+                          "--max-lost, --tune-fraction, --batch-size-grid/--epochs-grid, --strategy gp).")
+    ] = "auto",
+    probes: Annotated[
+        float | None, typer.Option("--probes", help="Two-stage: released probes (default 20), or E[T] of the probe "
+                                   "selection with --probe-mode select.")
+    ] = None,
+    probe_mode: Annotated[
+        str, typer.Option("--probe-mode", help="Two-stage: release (every probe's noisy score released, paid by "
+                          "composition) or select (a private selection releasing its best probe).")
+    ] = "release",
+    probe_epochs: Annotated[
+        int | None, typer.Option("--probe-epochs", help="Two-stage: epochs of a probe, ≤ --epochs (default a fifth "
+                                 "of --epochs).")
+    ] = None,
+    split: SplitOpt = 0.5,
+    top_k: TopKOpt = 1,
+    final_mean: FinalMeanOpt = None,
 ) -> None:
     """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 
@@ -202,6 +228,14 @@ def landscape_command(
         int | None, typer.Option("--pass-size", help="Runs per vectorised pass, ≥ 1 (default 32 on a CPU, from free "
                                  "memory on CUDA).")
     ] = None,
+    batch_size_grid: Annotated[
+        str | None, typer.Option("--batch-size-grid", help="Add a batch-size axis, e.g. 32,64,128: each (batch size, "
+                                 "epochs) setting trains at its own σ_i, dominated by the reference run (--batch-size, "
+                                 "--epochs, --sigma = σ_ref); stored in the landscape's metadata.")
+    ] = None,
+    epochs_grid: Annotated[
+        str | None, typer.Option("--epochs-grid", help="Add an epochs axis, e.g. 5,10,20 (as --batch-size-grid).")
+    ] = None,
 ) -> None:
     """``dphypo landscape build`` (help: :data:`LANDSCAPE_HELP`).
 
@@ -213,7 +247,7 @@ def landscape_command(
     if not out:
         raise ValueError("--out is required (e.g. landscapes/digits.npz)")
     args = LandscapeArgs(dataset, data_dir, model, lr_grid, clip_grid, tuple(sigma or (1.0,)), epochs, batch_size,
-                         seeds, score_noise, workers, out, force, engine, pass_size)
+                         seeds, score_noise, workers, out, force, engine, pass_size, batch_size_grid, epochs_grid)
     with option_names(**LANDSCAPE_OPTION_NAMES):
         for spec, path in landscape_specs(args):  # members one after another, each on every worker
             landscape = build_member(spec, path, workers=workers, engine=engine, pass_size=pass_size)
@@ -240,6 +274,8 @@ class LandscapeArgs:
     force: bool
     engine: str = "vectorized"
     pass_size: int | None = None
+    batch_size_grid: str | None = None
+    epochs_grid: str | None = None
 
 
 def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
@@ -252,10 +288,12 @@ def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
     from dphypo.train.models import default_model
 
     lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
+    batches = None if args.batch_size_grid is None else integer_grid(args.batch_size_grid, "--batch-size-grid")
+    epochs = None if args.epochs_grid is None else integer_grid(args.epochs_grid, "--epochs-grid")
     specs = [
         BuildSpec(dataset=args.dataset, model=args.model or default_model(args.dataset), lr_grid=lrs,
                   clip_grid=clips, sigma=s, epochs=args.epochs, batch_size=args.batch_size, seeds=args.seeds,
-                  score_noise=args.score_noise, data_dir=args.data_dir)
+                  score_noise=args.score_noise, data_dir=args.data_dir, batch_size_grid=batches, epochs_grid=epochs)
         for s in args.sigmas
     ]
     outs = _member_paths(args.out, [spec.sigma for spec in specs])
@@ -286,7 +324,7 @@ def build_member(
 
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=out_console(stderr=True)) as bar:
-        task = bar.add_task(f"building {path}", total=spec.shape[0] * spec.shape[1] * spec.seeds)
+        task = bar.add_task(f"building {path}", total=math.prod(spec.shape) * spec.seeds)
 
         def advance(done: int, total: int, bar: Progress = bar, task: TaskID = task) -> None:
             bar.update(task, completed=done)

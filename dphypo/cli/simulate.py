@@ -26,7 +26,10 @@ from dphypo.cli.common import (
     DEFAULT_LOWER_C,
     STRATEGY_NAMES,
     AdaptiveTheoremOpt,
+    FinalMeanOpt,
     JsonOpt,
+    SplitOpt,
+    TopKOpt,
     UpperOpt,
     _emit,
     app,
@@ -275,14 +278,9 @@ def simulate_command(
         str, typer.Option("--probe-mode", help="two-stage: select (the best probe, random T) or release (every "
                           "probe's score, paid by composition).")
     ] = "select",
-    split: Annotated[float, typer.Option("--split", help="two-stage: fraction of ε for the probes.")] = 0.5,
-    top_k: Annotated[
-        int, typer.Option("--top-k", help="two-stage, release: the best probes handed to the final stage.")
-    ] = 1,
-    final_mean: Annotated[
-        float | None, typer.Option("--final-mean", help="two-stage: E[T'] of a uniform selection among the top k "
-                                   "(default: one final run).")
-    ] = None,
+    split: SplitOpt = 0.5,
+    top_k: TopKOpt = 1,
+    final_mean: FinalMeanOpt = None,
 ) -> None:
     """``dphypo simulate`` (help: :data:`SIMULATE_HELP`).
 

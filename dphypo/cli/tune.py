@@ -36,8 +36,9 @@ from dphypo.cli.common import (
 from dphypo.privacy.validation import check_non_negative, check_non_negative_int, check_positive_int
 
 if TYPE_CHECKING:
-    from dphypo.api import SubsampledTuning
+    from dphypo.api import SubsampledTuning, TwoStageSearchResult
     from dphypo.privacy import RunCountDistribution
+    from dphypo.privacy.two_stage import TwoStage
     from dphypo.search.execution import Executor
     from dphypo.search.options import SearchOptions
     from dphypo.search.tuner import Release, SearchHistory, SearchResult
@@ -52,6 +53,10 @@ DEFAULT_EPSILON = 8.0
 DEFAULT_TAU, DEFAULT_BETA = 0.1, 1.0
 #: Default E[T] when no run-count parameter is given.
 DEFAULT_MEAN_RUNS = 20.0
+#: ``--design``: chosen from the options (``auto``), one private search, or probes then one committed run.
+DESIGNS = ("auto", "single", "two-stage")
+#: Released probes of the default two-stage design (:data:`dphypo.api.DEFAULT_TWO_STAGE`).
+DEFAULT_PROBES = 20
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,13 @@ class TuneArgs:
     batch_size_grid: str | None = None
     epochs_grid: str | None = None
     dry_run: bool = False
+    design: str = "auto"
+    probes: float | None = None
+    probe_mode: str = "release"
+    probe_epochs: int | None = None
+    split: float = 0.5
+    top_k: int = 1
+    final_mean: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,26 +120,31 @@ class TuneRequest:
         epsilon: Total ε to calibrate σ for (``--epsilon``, default :data:`DEFAULT_EPSILON` without ``--sigma``).
         runs: The law of T.
         space: The lr × clip grid.
-        splits: The dataset's splits (the public test split scores the released model).
+        splits: The dataset's splits (the public test split scores the released model); ``None`` for a dry run,
+            which reads no data.
         model: The model's name.
         training: How every run trains (DP-SGD; the score noise in counts).
         strategy: The search strategy.
         tau: GP-UCB exploration weight of ``--strategy gp``.
         beta: Softmax inverse temperature of ``--strategy gp``.
         objective: One DP-SGD training run per candidate.
+        two_stage: The two-stage design (``--design``), ``None`` for a single-stage search.
+        probe_epochs: Epochs of a two-stage search's probes.
     """
 
     args: TuneArgs
     epsilon: float | None
     runs: RunCountDistribution
     space: SearchSpace
-    splits: Splits
+    splits: Splits | None
     model: str
     training: DPSGD
     strategy: Strategy
     tau: float
     beta: float
     objective: DPSGDObjective
+    two_stage: TwoStage | None = None
+    probe_epochs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -194,16 +211,20 @@ def build_request(args: TuneArgs) -> TuneRequest:
     """
     from dphypo.privacy import make_run_count
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
+    from dphypo.train.data import split_sizes
 
     C, c = _check_options_and_paths(args)  # before any data is touched or any noise calibrated
+    two_stage = resolve_design(args, C, c)
+    probe_epochs = None if two_stage is None else _probe_epochs(args)
     _warn_if_seeded(args.seed)
     runs = make_run_count(args.runs, theta=args.theta, gamma=args.gamma, mean=_mean_runs(args))
     check_non_negative("--score-noise-accuracy", args.score_noise_accuracy)
     lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
     space = tune_space(lrs, clips, args.batch_size_grid, args.epochs_grid)
 
-    splits = load_dataset(args.dataset, data_dir=args.data_dir)
-    n_train, n_val = len(splits.y_train), len(splits.y_val)
+    # a dry run reads no data: the split sizes follow from the datasets' public class counts
+    splits = None if args.dry_run else load_dataset(args.dataset, data_dir=args.data_dir)
+    n_train, n_val = split_sizes(args.dataset) if splits is None else (len(splits.y_train), len(splits.y_val))
     model = args.model or default_model(args.dataset)
     noise = args.score_noise_accuracy
     count_noise = noise * n_val if noise > 0 else None  # the mechanism's unit: counts (sensitivity 1)
@@ -216,7 +237,76 @@ def build_request(args: TuneArgs) -> TuneRequest:
     objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir, engine=tune_engine(args),
                                pass_size=args.pass_size)
     epsilon = DEFAULT_EPSILON if args.epsilon is None and args.sigma is None else args.epsilon
-    return TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective)
+    return TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective,
+                       two_stage, probe_epochs)
+
+
+def _single_stage_options(args: TuneArgs) -> list[str]:
+    """The options given that only a single-stage search takes (they make ``--design auto`` single-stage)."""
+    given = {
+        "--runs": args.runs != "geometric", "--theta": args.theta is not None, "--gamma": args.gamma is not None,
+        "--mean": args.mean is not None, "--sigma": args.sigma is not None, "--journal": args.journal is not None,
+        "--max-lost": args.max_lost > 0, "--tune-fraction": args.tune_fraction is not None,
+        "--batch-size-grid": args.batch_size_grid is not None, "--epochs-grid": args.epochs_grid is not None,
+    }
+    return [option for option, present in given.items() if present]
+
+
+def _two_stage_options(args: TuneArgs) -> list[str]:
+    """The two-stage options given (they make ``--design auto`` two-stage)."""
+    given = {
+        "--probes": args.probes is not None, "--probe-mode": args.probe_mode != "release",
+        "--probe-epochs": args.probe_epochs is not None, "--split": args.split != 0.5, "--top-k": args.top_k != 1,
+        "--final-mean": args.final_mean is not None,
+    }
+    return [option for option, present in given.items() if present]
+
+
+def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
+    """The two-stage design ``--design`` and its options describe, or ``None`` for a single-stage search.
+
+    ``auto`` (the default) is two-stage — 20 released probes at a fifth of the epochs, then one committed run —
+    because the equal-ε studies favour it at the default budget (docs/studies.md "Two-stage designs with cheap
+    probes": 0.934 against uniform search's 0.888 at ε = 8), unless an option only a single-stage search takes is
+    given (:func:`_single_stage_options`) or ``--strategy gp`` asks for DP-HyPO. Nothing here reads data.
+
+    Raises:
+        ValueError: An unknown design, or options of the other design, named.
+    """
+    from dphypo.cli.two_stage import two_stage_design
+
+    if args.design not in DESIGNS:
+        raise ValueError(f"--design must be one of {', '.join(DESIGNS)}, got {args.design!r}")
+    single, staged = _single_stage_options(args), _two_stage_options(args)
+    design = args.design
+    if design == "auto":
+        design = "single" if (single or args.strategy == "gp") and not staged else "two-stage"
+    if design == "single":
+        if staged:
+            raise ValueError(f"{', '.join(staged)} set a two-stage search: drop them, or use --design two-stage")
+        return None
+    if single:
+        raise ValueError(f"--design two-stage does not take {', '.join(single)} (options of a single-stage search): "
+                         "drop them, or use --design single")
+    probes = float(DEFAULT_PROBES) if args.probes is None else args.probes
+    if args.strategy == "uniform":
+        C, c = 1.0, 1.0
+    return two_stage_design(probes, args.probe_mode, args.split, args.top_k, args.final_mean, C=C, c=c)
+
+
+def _probe_epochs(args: TuneArgs) -> int:
+    """``--probe-epochs`` (default a fifth of ``--epochs``), refused above ``--epochs`` before any data is read."""
+    from dphypo.api.two_stage import default_probe_epochs
+    from dphypo.privacy.two_stage import TwoStageDesignError
+
+    check_positive_int("--epochs", args.epochs)
+    if args.probe_epochs is None:
+        return default_probe_epochs(args.epochs)
+    check_positive_int("--probe-epochs", args.probe_epochs)
+    if args.probe_epochs > args.epochs:
+        raise TwoStageDesignError(f"--probe-epochs must be at most --epochs ({args.epochs}): a probe fidelity above "
+                                  f"the final one buys nothing, got {args.probe_epochs}")
+    return args.probe_epochs
 
 
 def integer_grid(text: str, option: str) -> tuple[int, ...]:
@@ -254,14 +344,17 @@ def tune_space(lrs: Any, clips: Any, batch_grid: str | None, epochs_grid: str | 
 def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
     """Every candidate's σ, q and steps, the reference and the accounted ε: what ``--dry-run`` prints.
 
-    Nothing is trained and nothing random is drawn (no T, no candidate); the data was read only for the sizes of its
-    splits (n_train and n_val, which dphypo's accounting treats as public).
+    Nothing is trained, nothing random is drawn (no T, no candidate) and no data is read: n_train and n_val, which
+    dphypo's accounting treats as public, come from the dataset's public class counts
+    (:func:`~dphypo.train.data.split_sizes`).
     """
     from dphypo.api.search import accounted_search, calibrated_sigma, plan_privacy_axes, profile_or_skipped
     from dphypo.privacy import PrivacyAccounting
     from dphypo.train.heterogeneous import HeterogeneousDPSGD
 
     args, training = request.args, request.training
+    if request.two_stage is not None:
+        return _two_stage_dry_run(request)
     search = accounted_search(request.strategy, request.runs)
     if request.space.changes_privacy:
         candidates, privacy = plan_privacy_axes(request.space, training, search, epsilon=request.epsilon,
@@ -283,6 +376,23 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
             "expected_runs": search.run_count.mean}
 
 
+def _two_stage_dry_run(request: TuneRequest) -> dict[str, Any]:
+    """``--dry-run`` of a two-stage search: both stages' mechanisms and the composed ε (nothing drawn or trained)."""
+    from dphypo.api.two_stage import two_stage_mechanisms
+    from dphypo.train.heterogeneous import HeterogeneousDPSGD
+
+    design, args = request.two_stage, request.args
+    assert design is not None and request.probe_epochs is not None and request.epsilon is not None
+    probe, final, report = two_stage_mechanisms(request.training, design, probe_epochs=request.probe_epochs,
+                                                epsilon=request.epsilon, delta=args.delta)
+    rows = [{"stage": stage, **HeterogeneousDPSGD.describe_mechanism(mechanism)}
+            for stage, mechanism in (("probes", probe), ("final", final))]
+    return {"dry_run": True, "design": design.describe(), "candidates": rows, "reference": None,
+            "epsilon": report.epsilon, "delta": report.delta, "method": report.method,
+            "theorem": f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}",
+            "expected_runs": float(sum(report.expected_runs)), "accounting": report.to_dict()}
+
+
 def render_dry_run(request: TuneRequest) -> None:
     """``--dry-run``: one JSON object (``--json``) or a table per candidate setting, then the accounted ε."""
     payload = dry_run_payload(request)
@@ -290,11 +400,12 @@ def render_dry_run(request: TuneRequest) -> None:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
     table = Table(title="dphypo tune --dry-run: nothing trained, no T drawn")
-    for column in ("batch size", "epochs", "σ", "q", "steps"):
+    staged = "stage" in payload["candidates"][0]
+    for column in (("stage",) if staged else ()) + ("batch size", "epochs", "σ", "q", "steps"):
         table.add_column(column)
     for row in payload["candidates"]:
-        table.add_row(str(row["batch_size"]), str(row["epochs"]), f"{row['sigma']:.4g}", f"{row['sample_rate']:.4g}",
-                      str(row["steps"]))
+        table.add_row(*([row["stage"]] if staged else []), str(row["batch_size"]), str(row["epochs"]),
+                      f"{row['sigma']:.4g}", f"{row['sample_rate']:.4g}", str(row["steps"]))
     out = out_console()
     out.print(table)
     reference = payload["reference"]
@@ -362,6 +473,12 @@ def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
     from dphypo.privacy.transfer import check_variant
 
     args = request.args
+    if request.two_stage is not None:
+        from dphypo.api import tune_two_stage
+
+        return tune_two_stage(request.objective, request.space, request.training, request.two_stage,
+                              probe_epochs=request.probe_epochs, epsilon=request.epsilon, delta=args.delta,
+                              strategy=request.strategy, options=options)
     common: _SearchArguments = {
         "epsilon": request.epsilon, "sigma": args.sigma, "delta": args.delta, "runs": request.runs,
         "strategy": request.strategy, "max_lost": args.max_lost, "options": options,
@@ -380,20 +497,27 @@ def save_model(request: TuneRequest, release: Release) -> SavedModel:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "released_model.pt"
     release.artifact.save(path)
+    assert request.splits is not None  # loaded for every search that trains
     return SavedModel(path, file_sha256(path), release.artifact.test_accuracy(request.splits))
 
 
 def release_payload(request: TuneRequest, result: SearchResult, saved: SavedModel, seconds: float
                     ) -> dict[str, Any]:
     """The JSON of the release (plus the curator-only trials and wall time with ``--show-trials``)."""
-    from dphypo.api import SubsampledSearchResult
+    from dphypo.api import SubsampledSearchResult, TwoStageSearchResult
 
     args = request.args
     payload = _release_payload(result.release, args, request.model, saved)
     if isinstance(result, SubsampledSearchResult) and result.subsampling is not None:
         payload["subsampled"] = result.subsampling.to_dict()
+    if isinstance(result, TwoStageSearchResult) and result.two_stage is not None:
+        payload["two_stage"] = result.two_stage.to_dict()  # stage 1's release is part of the release
+        payload["design"] = "two-stage"
     if args.show_trials:  # the search's wall time reveals T roughly: curator-only, like T itself
         payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(seconds, 1)}
+        final_history = getattr(result, "final_history", None)
+        if final_history is not None:
+            payload["NOT_PRIVATE_curator_only"]["final_stage"] = _trials_payload(final_history)
     return payload
 
 
@@ -412,14 +536,22 @@ def render_release(request: TuneRequest, result: SearchResult, saved: SavedModel
         typer.echo(json.dumps(payload, sort_keys=True))
         return
     out = out_console()
-    out.print(_report_table(result.release.privacy, "Release of the private search",
-                            _release_rows(request, result, saved)))
+    from dphypo.api import TwoStageSearchResult
+
+    if isinstance(result, TwoStageSearchResult) and result.two_stage is not None:
+        out.print(_two_stage_table(request, result, saved))
+    else:
+        out.print(_report_table(result.release.privacy, "Release of the private search",  # type: ignore[arg-type]
+                                _release_rows(request, result, saved)))
     out.print(
         "[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
         "embedded datasets treat as public; it is not covered by ε.[/]"
     )
     if args.show_trials:
         _print_trials(out, result.history)
+        final_history = getattr(result, "final_history", None)
+        if final_history is not None:
+            _print_trials(out, final_history, stage="final stage")
 
 
 def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel) -> dict[str, str]:
@@ -442,6 +574,40 @@ def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel)
     if isinstance(result, SubsampledSearchResult) and result.subsampling is not None:
         rows.update(_subsampled_rows(result.subsampling))
     return rows
+
+
+def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: SavedModel) -> Table:
+    """The release of a two-stage search: the final model, what stage 1 released, both stages' ε and mechanisms."""
+    outcome, release = result.two_stage, result.release
+    assert outcome is not None
+    report, probe, final = outcome.report, outcome.probe_mechanism, outcome.final_mechanism
+    table = Table(title="Release of the two-stage private search", show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value")
+    scored = [p for p in outcome.probes if p.score is not None]
+    best = max(scored, key=lambda p: p.score or 0.0, default=None)
+    rows = {
+        "total ε": f"[bold green]{report.epsilon:.4g}[/] ({report.method}; "
+                   + ", ".join(f"{k} {v:.4g}" for k, v in sorted(report.methods.items())) + ")",
+        "δ": f"{report.delta:g}",
+        "dataset / model": f"{request.args.dataset} / {request.model}",
+        "design": outcome.design.label() + ("" if request.args.strategy == "uniform" else " (probes placed by gp)"),
+        "released lr, clip": "-" if release.params is None else
+        f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
+        "released score (final run, private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
+        "test accuracy of released model": "-" if saved.test_accuracy is None else f"{saved.test_accuracy:.4f}",
+        "stage 1 (probes)": f"σ {probe.sigma:.4g}, {probe.epochs} epochs, q {probe.sample_rate:.4g}, {probe.steps} "
+                            f"steps; ε alone {report.stage1_epsilon:.4g} ({report.stage1_theorem})",
+        "  released by stage 1": f"{len(outcome.probes)} probe(s) with their noisy scores (in release.json)"
+        + ("" if best is None else f"; best {best.score:.4f} at lr {best.params['lr']:.4g}, clip "
+           f"{best.params['clip']:.4g}"),
+        "stage 2 (final)": f"σ {final.sigma:.4g}, {final.epochs} epochs, q {final.sample_rate:.4g}, {final.steps} "
+                           f"steps; ε alone {report.stage2_epsilon:.4g} ({report.stage2_theorem})",
+        "saved model": str(saved.path) if saved.path else "- (the final run failed on the data)",
+    }
+    for key, value in rows.items():
+        table.add_row(key, value)
+    return table
 
 
 def _candidate_rows(release: Release) -> dict[str, str]:
@@ -709,8 +875,9 @@ def _without_trials(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k != "NOT_PRIVATE_curator_only"}
 
 
-def _print_trials(console: Console, history: SearchHistory) -> None:
-    table = Table(title=f"NOT PRIVATE — curator only: T = {history.run_count} runs", title_style="bold red")
+def _print_trials(console: Console, history: SearchHistory, stage: str = "") -> None:
+    label = f"{stage}: " if stage else ""
+    table = Table(title=f"NOT PRIVATE — curator only: {label}T = {history.run_count} runs", title_style="bold red")
     for col in ("run", "lr", "clip", "score", "seconds"):
         table.add_column(col)
     for t in history.trials:

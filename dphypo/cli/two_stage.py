@@ -1,7 +1,7 @@
 """``dphypo simulate --design two-stage``: one two-stage design, calibrated to a total ε on a landscape family.
 
 Parse → build → run → render, as the other commands: :class:`TwoStageArgs` holds the design options as typed,
-:func:`build_design` checks them and builds the :class:`~dphypo.simulation.two_stage.TwoStageDesign` before the
+:func:`build_design` checks them and builds the :class:`~dphypo.privacy.two_stage.TwoStage` before the
 family is read, :func:`run_two_stage` calibrates both stages' σ (:func:`~dphypo.simulation.two_stage.calibrate_design`)
 and simulates the design on the family (:func:`~dphypo.simulation.two_stage.simulate_two_stage`), and
 :func:`render_two_stage` prints one table or one JSON object.
@@ -18,9 +18,10 @@ from dphypo.cli.common import _emit, out_console
 from dphypo.privacy.validation import check_non_negative_int, check_positive, check_positive_int
 
 if TYPE_CHECKING:
-    from dphypo.simulation.two_stage import TwoStageDesign, TwoStageResult
+    from dphypo.privacy.two_stage import TwoStage
+    from dphypo.simulation.two_stage import TwoStageResult
 
-__all__ = ["PROBE_MODES", "TwoStageArgs", "build_design", "render_two_stage", "run_two_stage"]
+__all__ = ["PROBE_MODES", "TwoStageArgs", "build_design", "render_two_stage", "run_two_stage", "two_stage_design"]
 
 #: ``--probe-mode``: a private selection of the best probe, or every probe's score released.
 PROBE_MODES: tuple[str, ...] = ("select", "release")
@@ -57,39 +58,57 @@ class TwoStageArgs:
     as_json: bool
 
 
-def build_design(args: TwoStageArgs) -> TwoStageDesign:
+def build_design(args: TwoStageArgs) -> TwoStage:
     """Check every option and build the design, before any file is read.
 
     Raises:
         ValueError: An invalid option, named by its option (``TwoStageDesignError`` for a design no theorem covers).
     """
-    from dphypo.privacy import RepeatAndSelect, geometric
-    from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection
-    from dphypo.simulation.two_stage import TwoStageDesign
-
     if args.epsilon is None:
         raise ValueError("--design two-stage needs --epsilon: both stages are calibrated to one total ε")
     check_positive("epsilon", args.epsilon)
     check_positive_int("repeats", args.repeats)
     check_non_negative_int("seed", args.seed)
-    if args.probe_mode not in PROBE_MODES:
-        raise ValueError(f"--probe-mode must be one of {', '.join(PROBE_MODES)}, got {args.probe_mode!r}")
-    if args.probe_mode == "release":
-        if not float(args.probes).is_integer():
-            raise ValueError(f"--probes must be an integer with --probe-mode release, got {args.probes!r}")
-        stage1: ProbeRelease | ProbeSelection = ProbeRelease(int(args.probes), top_k=args.top_k)
+    return two_stage_design(args.probes, args.probe_mode, args.split, args.top_k, args.final_mean)
+
+
+def two_stage_design(probes: float, probe_mode: str, split: float, top_k: int, final_mean: float | None, *,
+                     C: float = 1.0, c: float = 1.0) -> TwoStage:
+    """The design ``--probes --probe-mode --split --top-k --final-mean`` describe (``simulate`` and ``tune``).
+
+    Args:
+        probes: Number of released probes, or E[T] of the probe selection (geometric T).
+        probe_mode: ``"select"`` or ``"release"``.
+        split: Fraction of ε for the probes.
+        top_k: Probes handed to stage 2 (``"release"`` only).
+        final_mean: E[T′] of a uniform selection among the top k, or ``None`` for one final run.
+        C: Upper density bound of a probe selection (``tune --strategy gp``).
+        c: Lower density bound of a probe selection.
+
+    Raises:
+        ValueError: An invalid option, named by its option.
+    """
+    from dphypo.privacy import RepeatAndSelect, geometric
+    from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStage
+
+    if probe_mode not in PROBE_MODES:
+        raise ValueError(f"--probe-mode must be one of {', '.join(PROBE_MODES)}, got {probe_mode!r}")
+    if probe_mode == "release":
+        if not float(probes).is_integer():
+            raise ValueError(f"--probes must be an integer with --probe-mode release, got {probes!r}")
+        stage1: ProbeRelease | ProbeSelection = ProbeRelease(int(probes), top_k=top_k)
     else:
-        if args.top_k != 1:
+        if top_k != 1:
             raise ValueError("--top-k needs --probe-mode release: a private selection releases its best probe only")
-        check_positive("probes", args.probes - 1.0)  # E[T] > 1
-        stage1 = ProbeSelection(RepeatAndSelect(geometric(1.0 / args.probes)))
-    if args.final_mean is None:
-        return TwoStageDesign(stage1, FinalRun(), args.split)
-    check_positive("final_mean", args.final_mean - 1.0)
-    return TwoStageDesign(stage1, FinalSelection(RepeatAndSelect(geometric(1.0 / args.final_mean))), args.split)
+        check_positive("probes", probes - 1.0)  # E[T] > 1
+        stage1 = ProbeSelection(RepeatAndSelect(geometric(1.0 / probes), C, c))
+    if final_mean is None:
+        return TwoStage(stage1, FinalRun(), split)
+    check_positive("final_mean", final_mean - 1.0)
+    return TwoStage(stage1, FinalSelection(RepeatAndSelect(geometric(1.0 / final_mean))), split)
 
 
-def run_two_stage(args: TwoStageArgs, design: TwoStageDesign) -> TwoStageResult:
+def run_two_stage(args: TwoStageArgs, design: TwoStage) -> TwoStageResult:
     """Calibrate ``design`` on the family and simulate ``args.repeats`` searches (public landscapes only)."""
     import numpy as np
 

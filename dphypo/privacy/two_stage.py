@@ -38,7 +38,8 @@ Pure numpy/scipy and dp_accounting; no torch, no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from dphypo.privacy.calibration import CalibrationError, smallest_sigma
 from dphypo.privacy.conversion import epsilon_from_rdp
@@ -54,6 +55,7 @@ __all__ = [
     "FinalSelection",
     "ProbeRelease",
     "ProbeSelection",
+    "TwoStage",
     "TwoStageCalibration",
     "TwoStageDesignError",
     "TwoStageReport",
@@ -200,6 +202,63 @@ def check_design(stage1: Stage1, stage2: Stage2) -> None:
 
 
 @dataclass(frozen=True)
+class TwoStage:
+    """A two-stage design: both stages and the budget split, configuration fixed before any data is touched.
+
+    The probes' fidelity (fewer epochs) is the caller's: :func:`dphypo.api.tune_two_stage` takes ``probe_epochs``, a
+    simulation takes a probe landscape family.
+
+    Args:
+        stage1: :class:`ProbeSelection` (a private selection releasing its best probe) or :class:`ProbeRelease`
+            (every probe's noisy score released).
+        stage2: :class:`FinalRun` (default: one committed run of the stage-1 winner) or :class:`FinalSelection`.
+        split: Fraction of ε given to the probes before the common rescaling (:func:`calibrate_two_stage`).
+
+    Raises:
+        TwoStageDesignError: A design :func:`check_design` refuses, or a split outside (0, 1).
+
+    Example:
+        20 released probes, then one committed run, half the budget each:
+
+        >>> TwoStage(ProbeRelease(20), FinalRun(), split=0.5).label()
+        'release 20 probes -> 1 final run, split 0.5'
+    """
+
+    stage1: Stage1
+    stage2: Stage2 = field(default_factory=FinalRun)
+    split: float = 0.5
+
+    def __post_init__(self) -> None:
+        check_design(self.stage1, self.stage2)
+        check_split(self.split)
+
+    def label(self) -> str:
+        """A short description for tables, e.g. ``"release 50 probes, top 3 -> select E[T']=2, split 0.5"``."""
+        if isinstance(self.stage1, ProbeRelease):
+            first = f"release {self.stage1.probes} probes"
+            first += f", top {self.stage1.top_k}" if self.stage1.top_k > 1 else ""
+        else:
+            first = f"select 1 of E[T]={self.stage1.expected_probes:g} probes"
+            if self.stage1.search.adaptive:
+                first += f" (C={self.stage1.search.C:g}, c={self.stage1.search.c:g})"
+        second = "1 final run" if isinstance(self.stage2, FinalRun) else (
+            f"select E[T']={self.stage2.expected_runs:g} final runs")
+        return f"{first} -> {second}, split {self.split:g}"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready configuration."""
+        out: dict[str, Any] = {"label": self.label(), "split": self.split, "top_k": self.stage1.top_k,
+                               "expected_probes": self.stage1.expected_probes,
+                               "expected_final_runs": self.stage2.expected_runs,
+                               "probe_mode": "release" if isinstance(self.stage1, ProbeRelease) else "select"}
+        if isinstance(self.stage1, ProbeSelection):
+            out["probe_search"] = self.stage1.search.describe()
+        if isinstance(self.stage2, FinalSelection):
+            out["final_search"] = self.stage2.search.describe()
+        return out
+
+
+@dataclass(frozen=True)
 class TwoStageReport:
     """The accounted privacy of a two-stage search.
 
@@ -228,6 +287,16 @@ class TwoStageReport:
     order: float
     expected_runs: tuple[float, float]
     curve: RdpCurve
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (the composed curve left out; non-finite numbers become ``None``)."""
+        return {
+            "epsilon": self.epsilon, "delta": self.delta, "method": self.method, "methods": dict(self.methods),
+            "stage1_epsilon": self.stage1_epsilon, "stage2_epsilon": self.stage2_epsilon,
+            "stage1_theorem": self.stage1_theorem, "stage2_theorem": self.stage2_theorem,
+            "order": self.order if self.order == self.order and abs(self.order) != float("inf") else None,
+            "expected_runs": list(self.expected_runs),
+        }
 
 
 def _charged(curve: RdpCurve, theorem: str, *, run: RdpCurve, attempts: int) -> tuple[RdpCurve, str]:

@@ -25,6 +25,7 @@ import numpy as np
 
 from dphypo._paths import check_output_file
 from dphypo.privacy import PrivacyAccounting, PrivacyReport
+from dphypo.privacy.two_stage import TwoStageReport
 from dphypo.search.evaluation import Objective, checked_score
 from dphypo.search.execution import make_executor
 from dphypo.search.limits import check_expected_runs
@@ -56,7 +57,8 @@ class Release:
         artifact: What the objective returned beside the score (e.g. the trained model), or ``None``.
         epsilon: Total ε of the whole search.
         delta: δ of the guarantee.
-        privacy: The full accounting report (breakdown, theorem, orders).
+        privacy: The full accounting report (breakdown, theorem, orders); a two-stage search's
+            (:func:`dphypo.api.tune_two_stage`) is the composition of its stages.
         mechanism: The public per-run mechanism (for DP-SGD: σ, sampling rate, steps, score noise), if the search had
             one.
     """
@@ -66,7 +68,7 @@ class Release:
     artifact: Any
     epsilon: float
     delta: float
-    privacy: PrivacyReport = field(repr=False)
+    privacy: PrivacyReport | TwoStageReport = field(repr=False)
     mechanism: RunMechanism | None = None
 
 
@@ -441,7 +443,8 @@ def release_payload(release: Release) -> dict[str, Any]:
         "epsilon": release.epsilon,
         "delta": release.delta,
         "privacy": release.privacy.to_dict(),
-        "max_lost": release.privacy.charged_runs,  # lost attempts charged up front (docs/parallel.md)
+        # lost attempts charged up front (docs/parallel.md); a two-stage search charges none
+        "max_lost": release.privacy.charged_runs if isinstance(release.privacy, PrivacyReport) else 0,
         "mechanism": mechanism,
     }
 

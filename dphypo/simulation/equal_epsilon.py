@@ -25,6 +25,17 @@ theorem), so an arm at its calibrated σ reads ε ≤ the target, within the cal
 E[T] = 20, uniform arm: 1.0888 with Theorem B at C = c = 1, 1.1143 with the profile bound alone
 (``adaptive_theorem="A"``), 1.2226 with Papernot-Steinke alone (the shipped landscape).
 
+**Heterogeneous families** (issue #25: members built with privacy grids, each (batch size, epochs) setting at its
+own σ_i under one reference run, :func:`dphypo.simulation.family.is_heterogeneous`). A heterogeneous search is
+accounted as a homogeneous search of its reference (docs/proofs/heterogeneous.md; the accountant takes the
+reference's curve and, for a uniform search, its profile), so the arm's σ is the *reference's* σ_ref, calibrated by
+:func:`dphypo.privacy.heterogeneous.calibrate_heterogeneous` with the family's reference and settings: the same
+calibration ``dphypo.tune`` runs for such a space (RDP dominance of every setting; profile dominance too for a
+uniform search). The arm's landscape is ``family.at(σ_ref)``. A σ_ref at which a setting cannot be dominated under
+the σ cap is refused (:class:`~dphypo.privacy.heterogeneous.DominanceError`, naming the setting). The members were
+built with plans that dominate the profile as well, so for an adaptive arm (whose own plan needs RDP dominance only,
+hence σ_i no larger) the landscape is conservative: its runs carry at least the noise the arm would train with.
+
 :func:`run_equal_epsilon_study` runs a study (:class:`dphypo.simulation.studies.StudyConfig` with ``epsilon``)
 whose every cell is on ``family.at(arm_sigma(...))`` for its own run count and C, c (:func:`cell_landscapes`; the
 cell's C, c are :func:`dphypo.simulation.studies.cell_bounds`).
@@ -39,9 +50,10 @@ from typing import Any
 
 from dphypo.privacy import CalibrationError, CalibrationResult, RepeatAndSelect, RunCountDistribution, calibrate_sigma
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.heterogeneous import CandidateRun, DominanceError, ReferenceRun, calibrate_heterogeneous
 from dphypo.privacy.validation import check_positive
 from dphypo.search.execution import Executor
-from dphypo.simulation.family import LandscapeFamily, load_family
+from dphypo.simulation.family import LandscapeFamily, is_heterogeneous, load_family
 from dphypo.simulation.studies import (
     Cell,
     CellLandscape,
@@ -58,6 +70,7 @@ __all__ = [
     "arm_calibration",
     "arm_sigma",
     "cell_landscapes",
+    "heterogeneous_runs",
     "metadata_mechanism",
     "run_equal_epsilon_study",
 ]
@@ -127,7 +140,53 @@ def arm_calibration(
     search = RepeatAndSelect(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)
     check_adaptive_theorem(adaptive_theorem)
     mechanism = metadata_mechanism(mechanism_metadata)
+    if is_heterogeneous(mechanism_metadata):
+        reference, candidates = heterogeneous_runs(mechanism_metadata, mechanism)
+        return _calibrate_heterogeneous(epsilon, delta, search, reference, candidates, adaptive_theorem)
     return _calibrate(epsilon, delta, search, mechanism, adaptive_theorem)
+
+
+def heterogeneous_runs(
+    mechanism_metadata: Mapping[str, Any], mechanism: DPSGDMechanism,
+) -> tuple[ReferenceRun, tuple[CandidateRun, ...]]:
+    """The reference run and every setting's (q, steps) that heterogeneous landscape metadata states.
+
+    Args:
+        mechanism_metadata: Metadata with ``reference`` and ``settings`` (:func:`~dphypo.simulation.family
+            .is_heterogeneous`).
+        mechanism: The reference's DP-SGD mechanism (:func:`metadata_mechanism`): its q, steps and score noise.
+
+    Returns:
+        ``(reference, candidates)``, the candidates in the metadata's settings order.
+
+    Raises:
+        ValueError: The stated reference (q, steps) is not the one the reference's batch size and epochs give.
+    """
+    stated = mechanism_metadata["reference"]
+    if (stated["sample_rate"], stated["steps"]) != (mechanism.sample_rate, mechanism.steps):
+        raise ValueError(f"metadata['reference'] states q={stated['sample_rate']!r}, steps={stated['steps']!r} but "
+                         f"batch_size={mechanism.batch_size}, epochs={mechanism.epochs} give "
+                         f"q={mechanism.sample_rate!r}, steps={mechanism.steps!r}")
+    reference = ReferenceRun(mechanism.sample_rate, mechanism.steps, mechanism.score_noise)
+    candidates = tuple(CandidateRun(row["sample_rate"], row["steps"],
+                                    name=f"batch_size={row['batch_size']}, epochs={row['epochs']}")
+                       for row in mechanism_metadata["settings"])
+    return reference, candidates
+
+
+@lru_cache(maxsize=512)
+def _calibrate_heterogeneous(
+    epsilon: float, delta: float, search: RepeatAndSelect, reference: ReferenceRun,
+    candidates: tuple[CandidateRun, ...], adaptive_theorem: str,
+) -> CalibrationResult:
+    """σ_ref of the reference for the total ε (:func:`~dphypo.privacy.heterogeneous.calibrate_heterogeneous`).
+
+    Returns the calibration with σ = the plan's σ_ref and the report of the search under that plan (the reference's
+    accounting; σ_ref is raised above the reference-only calibration only if a profile slack cost ε).
+    """
+    result = calibrate_heterogeneous(epsilon, delta, search, candidates, score_noise=reference.score_noise,
+                                     reference=reference, adaptive_theorem=adaptive_theorem)
+    return dataclasses.replace(result.calibration, sigma=result.plan.sigma_ref, report=result.report)
 
 
 def arm_sigma(
@@ -224,6 +283,8 @@ def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]
                                               family.mechanism_metadata, adaptive_theorem=config.adaptive_theorem)
             except CalibrationError as err:
                 raise CalibrationError(f"{where}: {err}") from None
+            except DominanceError as err:  # a heterogeneous family's σ_ref beyond what its settings can follow
+                raise DominanceError(f"{where}: {err}") from None
             try:
                 land = family.at(calibration.sigma)
             except ValueError:

@@ -19,6 +19,16 @@ How :meth:`LandscapeFamily.at` fills the gap between members (an algorithm choic
    projected: it is the spread of a single observed score, not a trend).
 
 Interpolation is linear between monotone values, so the landscape at σ is monotone in σ at every grid point.
+
+**Heterogeneous families** (issue #25). Members built with privacy grids (``dphypo landscape build --batch-size-grid
+... --epochs-grid ...``, :mod:`dphypo.simulation.builder`) state the *reference* σ_ref as ``metadata['sigma']``
+and every (batch size, epochs) setting's σ_i in ``metadata['plan']``; the reference's (q, steps) and the settings'
+are shared (:func:`is_heterogeneous`). Members then differ in σ_ref, and each σ_i is an increasing function of
+σ_ref (:func:`~dphypo.privacy.heterogeneous.dominating_sigma`: more noise in the reference allows more in every
+candidate), so "more noise never helps" holds along σ_ref too, and the same projection and interpolation in
+log σ_ref apply. ``plan`` and ``plan_profile_slack`` are member keys; the landscape :meth:`LandscapeFamily.at`
+returns between members has no plan of its own (its σ_i are those :func:`~dphypo.privacy.heterogeneous
+.plan_heterogeneous` gives at that σ_ref, which the interpolation approximates).
 """
 
 from __future__ import annotations
@@ -36,13 +46,18 @@ import numpy as np
 from dphypo.privacy.validation import check_positive
 from dphypo.simulation.landscapes import Landscape, load_landscape
 
-__all__ = ["MEMBER_KEYS", "LandscapeFamily", "load_family", "nonincreasing_fit"]
+__all__ = ["MEMBER_KEYS", "LandscapeFamily", "is_heterogeneous", "load_family", "nonincreasing_fit"]
 
 #: Metadata keys that describe one member's build or its σ rather than the shared mechanism; members may differ in
 #: these (``spec_digest`` hashes the build spec, σ included). Every other key must be equal across members.
 MEMBER_KEYS: frozenset[str] = frozenset({
     "sigma", "failed_runs", "seconds_per_run_mean", "build_wall_seconds_last_session", "built_by", "spec_digest",
     "seed_std_mean",
+    # how the runs were trained (Opacus or the vectorised engine): the same DP-SGD mechanism either way
+    # (dphypo.simulation.builder), so a family may mix them (the shipped MNIST-subset member predates the key)
+    "engine",
+    # a heterogeneous member's σ_i per setting (they follow from its σ_ref)
+    "plan", "plan_profile_slack",
     # written by LandscapeFamily.at, so a landscape taken from a family can join another family
     "interpolated", "member_sigmas", "family_sigmas", "isotonic_adjusted_points",
 })
@@ -52,6 +67,24 @@ MEMBER_KEYS: frozenset[str] = frozenset({
 _STD_FLOOR = 1e-9
 # A σ this close (relatively) to a member's is that member: calibrated σ round-trip through JSON and text.
 _SIGMA_RTOL = 1e-12
+
+
+def is_heterogeneous(metadata: Mapping[str, Any]) -> bool:
+    """Whether landscape (or family) metadata describes a build with privacy axes (each setting at its own σ_i).
+
+    Such metadata states ``privacy_axes``, the ``reference`` run's (q, steps) and the ``settings``' (q, steps);
+    ``sigma``, ``batch_size`` and ``epochs`` are then the reference's.
+
+    Raises:
+        ValueError: ``privacy_axes`` without the ``reference`` or ``settings`` it needs.
+    """
+    if "privacy_axes" not in metadata:
+        return False
+    missing = [key for key in ("reference", "settings") if not isinstance(metadata.get(key), Mapping | list)]
+    if missing:
+        raise ValueError(f"metadata with privacy_axes must state {missing} (built by dphypo landscape build "
+                         "--batch-size-grid/--epochs-grid)")
+    return True
 
 
 def _member_sigma(landscape: Landscape, index: int) -> float:

@@ -49,7 +49,7 @@ from scipy import stats
 
 from dphypo.privacy import CalibrationError, RepeatAndSelect, RunCountDistribution, make_run_count
 from dphypo.privacy.adaptive import check_adaptive_theorem
-from dphypo.privacy.two_stage import FinalRun, ProbeRelease, ProbeSelection, TwoStageDesignError
+from dphypo.privacy.two_stage import FinalRun, ProbeRelease, ProbeSelection, TwoStage, TwoStageDesignError
 from dphypo.privacy.validation import (
     check_delta,
     check_non_negative_int,
@@ -62,7 +62,7 @@ from dphypo.simulation.equal_epsilon import arm_calibration
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.simulate import mean_ci95, simulate
 from dphypo.simulation.studies import finite_or_none, strategy_config
-from dphypo.simulation.two_stage import TwoStageDesign, calibrate_design, two_stage_values
+from dphypo.simulation.two_stage import calibrate_design, two_stage_values
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
 
 __all__ = [
@@ -272,13 +272,13 @@ class TwoStageCandidate:
             relative to; :func:`plan_search` checks it.
     """
 
-    two_stage: TwoStageDesign
+    two_stage: TwoStage
     probe_family: LandscapeFamily | None = None
     final_epochs: int = 10
 
     def __post_init__(self) -> None:
-        if not isinstance(self.two_stage, TwoStageDesign):
-            raise ValueError(f"two_stage must be a TwoStageDesign, got {self.two_stage!r}")
+        if not isinstance(self.two_stage, TwoStage):
+            raise ValueError(f"two_stage must be a TwoStage, got {self.two_stage!r}")
         if self.probe_family is not None and not isinstance(self.probe_family, LandscapeFamily):
             raise ValueError(f"probe_family must be a LandscapeFamily or None, got {self.probe_family!r}")
 
@@ -357,9 +357,9 @@ def default_two_stage_candidates(
     for m in (float(x) for x in means):
         selection = ProbeSelection(RepeatAndSelect(make_run_count(kind, mean=m)))
         for split in splits:
-            out.append(TwoStageCandidate(TwoStageDesign(selection, FinalRun(), split), probe_family, final_epochs))
+            out.append(TwoStageCandidate(TwoStage(selection, FinalRun(), split), probe_family, final_epochs))
             if float(m).is_integer():
-                out.append(TwoStageCandidate(TwoStageDesign(ProbeRelease(int(m)), FinalRun(), split), probe_family,
+                out.append(TwoStageCandidate(TwoStage(ProbeRelease(int(m)), FinalRun(), split), probe_family,
                                              final_epochs))
     return tuple(out)
 

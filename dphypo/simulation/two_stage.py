@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,82 +31,32 @@ from dphypo.privacy.two_stage import (
     FinalSelection,
     ProbeRelease,
     ProbeSelection,
-    Stage1,
-    Stage2,
+    TwoStage,
     TwoStageCalibration,
     TwoStageDesignError,
     calibrate_two_stage,
-    check_design,
-    check_split,
 )
 from dphypo.privacy.validation import check_positive, check_positive_int
 from dphypo.simulation.equal_epsilon import metadata_mechanism
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.landscapes import Landscape
-from dphypo.train.mechanism import DPSGDMechanism
+from dphypo.train.mechanism import DPSGDMechanism, check_probe_fidelity
 
-__all__ = ["TwoStageDesign", "TwoStageResult", "calibrate_design", "simulate_two_stage", "two_stage_values"]
-
-
-@dataclass(frozen=True)
-class TwoStageDesign:
-    """A two-stage design: the stages and the budget split, fixed before any data (the planner's choice).
-
-    Args:
-        stage1: :class:`~dphypo.privacy.two_stage.ProbeSelection` (uniform) or
-            :class:`~dphypo.privacy.two_stage.ProbeRelease`.
-        stage2: :class:`~dphypo.privacy.two_stage.FinalRun` or :class:`~dphypo.privacy.two_stage.FinalSelection`.
-        split: Fraction of ε given to the probes before the common rescaling
-            (:func:`~dphypo.privacy.two_stage.calibrate_two_stage`).
-    """
-
-    stage1: Stage1
-    stage2: Stage2 = field(default_factory=FinalRun)
-    split: float = 0.5
-
-    def __post_init__(self) -> None:
-        check_design(self.stage1, self.stage2)
-        check_split(self.split)
-        if isinstance(self.stage1, ProbeSelection) and self.stage1.search.adaptive:
-            raise TwoStageDesignError(
-                "adaptive probe selections (C > c) are accounted (dphypo.privacy.two_stage) but not simulated on "
-                f"landscapes yet, got C={self.stage1.search.C:g}, c={self.stage1.search.c:g}; use C = c = 1"
-            )
-
-    def label(self) -> str:
-        """A short description for tables, e.g. ``"release 50 probes, top 3 -> select E[T']=2, split 0.5"``."""
-        if isinstance(self.stage1, ProbeRelease):
-            first = f"release {self.stage1.probes} probes"
-            first += f", top {self.stage1.top_k}" if self.stage1.top_k > 1 else ""
-        else:
-            first = f"select 1 of E[T]={self.stage1.expected_probes:g} probes"
-        second = "1 final run" if isinstance(self.stage2, FinalRun) else (
-            f"select E[T']={self.stage2.expected_runs:g} final runs")
-        return f"{first} -> {second}, split {self.split:g}"
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-ready configuration."""
-        out: dict[str, Any] = {"label": self.label(), "split": self.split, "top_k": self.stage1.top_k,
-                               "expected_probes": self.stage1.expected_probes,
-                               "expected_final_runs": self.stage2.expected_runs}
-        if isinstance(self.stage1, ProbeSelection):
-            out["probe_search"] = self.stage1.search.describe()
-        if isinstance(self.stage2, FinalSelection):
-            out["final_search"] = self.stage2.search.describe()
-        return out
+__all__ = ["TwoStageResult", "calibrate_design", "simulate_two_stage", "two_stage_values"]
 
 
-def _check_fidelities(probe: DPSGDMechanism, final: DPSGDMechanism) -> None:
-    """Refuse probes that are not cheaper than or equal to the final run (more steps, or more data per step)."""
-    if probe.steps > final.steps or probe.sample_rate > final.sample_rate:
+def _check_simulable(design: TwoStage) -> None:
+    """Refuse an adaptive probe selection: its draws are not simulated here (the accounting covers it)."""
+    if isinstance(design.stage1, ProbeSelection) and design.stage1.search.adaptive:
         raise TwoStageDesignError(
-            f"a probe fidelity above the final one: probes take {probe.steps} steps at q={probe.sample_rate:.4g}, "
-            f"the final run {final.steps} at q={final.sample_rate:.4g}; probes must be cheaper"
+            "adaptive probe selections (C > c) are accounted (dphypo.privacy.two_stage) and run by "
+            "dphypo.tune_two_stage, but not simulated on landscapes yet, got "
+            f"C={design.stage1.search.C:g}, c={design.stage1.search.c:g}; use C = c = 1"
         )
 
 
 def calibrate_design(
-    design: TwoStageDesign, epsilon: float, delta: float, mechanism_metadata: Mapping[str, Any],
+    design: TwoStage, epsilon: float, delta: float, mechanism_metadata: Mapping[str, Any],
     probe_metadata: Mapping[str, Any] | None = None,
 ) -> TwoStageCalibration:
     """σ of the probes and of the final stage for a total (ε, δ), under the families' DP-SGD mechanisms.
@@ -129,7 +79,7 @@ def calibrate_design(
     """
     final = metadata_mechanism(mechanism_metadata)
     probe = final if probe_metadata is None else metadata_mechanism(probe_metadata)
-    _check_fidelities(probe, final)
+    check_probe_fidelity(probe, final)
 
     def curve_of(mechanism: DPSGDMechanism) -> Callable[[float], RdpCurve]:
         return lambda sigma: dataclasses.replace(mechanism, sigma=sigma).rdp()
@@ -163,7 +113,7 @@ def _distinct_top(points: np.ndarray, order: list[np.ndarray], k: int) -> tuple[
 
 
 def _stage1_top(
-    design: TwoStageDesign, probes: Landscape, repeats: int, rng: np.random.Generator
+    design: TwoStage, probes: Landscape, repeats: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each repeat's top-k distinct probed grid points by noisy score, shape ``(R, k)``, and how many exist."""
     if isinstance(design.stage1, ProbeRelease):
@@ -182,7 +132,7 @@ def _stage1_top(
 
 
 def two_stage_values(
-    design: TwoStageDesign, probes: Landscape, final: Landscape, repeats: int, rng: np.random.Generator
+    design: TwoStage, probes: Landscape, final: Landscape, repeats: int, rng: np.random.Generator
 ) -> np.ndarray:
     """True values (at the final σ) released by ``repeats`` independent simulated two-stage searches.
 
@@ -197,6 +147,7 @@ def two_stage_values(
         Shape ``(repeats,)``.
     """
     check_positive_int("repeats", repeats)
+    _check_simulable(design)
     if probes.shape != final.shape:
         raise ValueError(f"probes and final must share one grid, got shapes {probes.shape} and {final.shape}")
     top, available = _stage1_top(design, probes, repeats, rng)
@@ -224,7 +175,7 @@ class TwoStageResult:
         values: Shape ``(repeats,)``, the true values released.
     """
 
-    design: TwoStageDesign
+    design: TwoStage
     calibration: TwoStageCalibration
     values: np.ndarray
 
@@ -239,7 +190,7 @@ class TwoStageResult:
         return float(sum(self.calibration.report.expected_runs))
 
 
-def _member_at(family: LandscapeFamily, sigma: float, what: str, design: TwoStageDesign, epsilon: float) -> Landscape:
+def _member_at(family: LandscapeFamily, sigma: float, what: str, design: TwoStage, epsilon: float) -> Landscape:
     """The family at σ, refusing (one line) a σ outside its range: never extrapolated."""
     low, high = family.sigma_range
     if not low <= sigma <= high:
@@ -251,7 +202,7 @@ def _member_at(family: LandscapeFamily, sigma: float, what: str, design: TwoStag
 
 
 def simulate_two_stage(
-    design: TwoStageDesign, family: LandscapeFamily, epsilon: float, delta: float, repeats: int,
+    design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int,
     rng: np.random.Generator, *, probe_family: LandscapeFamily | None = None,
 ) -> TwoStageResult:
     """Calibrate ``design`` to total (ε, δ) and simulate it: probes on ``probe_family``, final runs on ``family``.

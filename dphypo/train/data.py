@@ -27,6 +27,7 @@ from dphypo.privacy.validation import check_non_negative_int, check_probability
 
 __all__ = [
     "DATASETS",
+    "DATASET_CLASS_COUNTS",
     "DATASET_INPUT_SHAPES",
     "DataNotFoundError",
     "DataSubset",
@@ -35,6 +36,7 @@ __all__ = [
     "load_dataset",
     "read_cifar_batch",
     "read_idx",
+    "split_sizes",
 ]
 
 #: Names accepted by :func:`load_dataset`.
@@ -47,6 +49,17 @@ DATASET_INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
     "mnist": (1, 28, 28),
     "fashion-mnist": (1, 28, 28),
     "cifar10": (3, 32, 32),
+}
+
+#: Examples per class of each dataset's pool that :func:`load_dataset` splits (the whole dataset for digits and the
+#: MNIST subset, the official training set for the others): published facts of the datasets, so the split sizes
+#: are known without reading any data (:func:`split_sizes`).
+DATASET_CLASS_COUNTS: dict[str, tuple[int, ...]] = {
+    "digits": (178, 182, 177, 183, 181, 182, 181, 179, 174, 180),
+    "mnist-subset": (500,) * 10,
+    "mnist": (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
+    "fashion-mnist": (6000,) * 10,
+    "cifar10": (5000,) * 10,
 }
 
 _DIGITS_SOURCE = (
@@ -228,6 +241,30 @@ def load_dataset(
         )
     key_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
     return _load_splits(name, key_dir, int(seed), float(val_fraction), float(test_fraction))
+
+
+def split_sizes(name: str, *, val_fraction: float = 0.2, test_fraction: float = 0.2) -> tuple[int, int]:
+    """``(n_train, n_val)`` of :func:`load_dataset`'s splits, from the public class counts: no data is read.
+
+    The stratified split rounds each class's share separately (:func:`_stratified_take`), so the sizes follow from
+    :data:`DATASET_CLASS_COUNTS` and the fractions alone, whatever the split's seed (``tests/train/test_data.py``
+    checks them against :func:`load_dataset`). What ``dphypo tune --dry-run`` accounts with.
+
+    Raises:
+        ValueError: Unknown name or invalid fractions.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+    check_probability("val_fraction", val_fraction)
+    check_probability("test_fraction", test_fraction)
+    if val_fraction + test_fraction >= 1.0:
+        raise ValueError(f"val_fraction + test_fraction must be < 1, got {val_fraction!r} + {test_fraction!r}")
+    counts = DATASET_CLASS_COUNTS[name]
+    if name in ("digits", "mnist-subset"):  # no official test set: the test share comes out of the pool first
+        counts = tuple(c - round(test_fraction * c) for c in counts)
+        val_fraction = val_fraction / (1.0 - test_fraction)
+    n_val = sum(round(val_fraction * c) for c in counts)
+    return sum(counts) - n_val, n_val
 
 
 def check_dataset_files(name: str, data_dir: str | Path | None = None) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 from dphypo.privacy import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp
 from dphypo.privacy.dpsgd_run import RUN_PROFILE_DISCRETIZATION, dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.two_stage import TwoStageDesignError
 from dphypo.privacy.validation import check_int_at_least, check_positive
 from dphypo.search.records import Run, RunContext, RunMisuse
 from dphypo.train.opacus import GRAD_SAMPLE_MODES, attach_engine, memory_safe_loader
@@ -45,6 +46,7 @@ __all__ = [
     "DPSGDMechanism",
     "DPSGDRun",
     "check_budget",
+    "check_probe_fidelity",
     "private_accuracy",
     "private_score",
     "run_stream_seed",
@@ -406,6 +408,22 @@ class DPSGDRun(RunContext):
         for engine in self.engines:
             check_budget(engine, self.dpsgd)
 
+
+
+def check_probe_fidelity(probe: DPSGDMechanism, final: DPSGDMechanism) -> None:
+    """Refuse, in one line, two-stage probes that are not at most as costly as the final run.
+
+    A probe takes no more DP-SGD steps than the final run, at a sampling rate no larger (fewer epochs, a smaller
+    batch); anything else is not a cheaper fidelity, and the design would buy nothing a single-stage search cannot.
+
+    Raises:
+        dphypo.privacy.two_stage.TwoStageDesignError: More steps or a larger sampling rate than the final run.
+    """
+    if probe.steps > final.steps or probe.sample_rate > final.sample_rate:
+        raise TwoStageDesignError(
+            f"a probe fidelity above the final one: probes take {probe.steps} steps at q={probe.sample_rate:.4g}, "
+            f"the final run {final.steps} at q={final.sample_rate:.4g}; probes must be cheaper"
+        )
 
 
 def run_stream_seed(run_seed: int, stream: int) -> int:

@@ -342,7 +342,9 @@ def test_ctrl_c_during_tune_exits_130_with_the_explanation(tmp_path, capsys, mon
         raise KeyboardInterrupt
 
     monkeypatch.setattr("dphypo.api.tune", interrupted)
+    monkeypatch.setattr("dphypo.api.tune_two_stage", interrupted)  # the default design
     assert run(["tune", "--epochs", "1", "--out", str(tmp_path / "out")]) == 130
+    assert run(["tune", "--design", "single", "--epochs", "1", "--out", str(tmp_path / "out")]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("interrupted:") and "no --journal" in err[-1]
 

@@ -334,3 +334,61 @@ def test_a_dry_run_accounts_as_the_search_does_profile_bounds_included(capsys, t
     assert run(["tune", "--runs", "poisson", "--mean", "10", "--out", str(tmp_path / "o"), "--dry-run", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "rdp-poisson-pld"
+
+
+# -- two-stage designs (issue #24): the default of `dphypo tune` ------------------------------------------------------
+TWO_STAGE = "tune --epochs 2 --lr-grid 0.3,1,3 --clip-grid 0.5,2 --probes 4 --seed 3 --epsilon 6".split()
+
+
+def test_tune_defaults_to_two_stage_and_single_stage_options_select_a_single_search(tmp_path, capsys) -> None:
+    assert run(["tune", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["design"]["label"] == "release 20 probes -> 1 final run, split 0.5"
+    assert [(row["stage"], row["epochs"]) for row in default["candidates"]] == [("probes", 2), ("final", 10)]
+    assert default["epsilon"] <= 8.0
+    for single in (["--mean", "10"], ["--journal", str(tmp_path / "j.db")], ["--strategy", "gp"],
+                   ["--design", "single"]):
+        assert run(["tune", *single, "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+        assert "design" not in json.loads(capsys.readouterr().out), single
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--design", "two-stage", "--journal", "j.db"], "--design two-stage does not take --journal"),
+    (["--design", "single", "--probes", "5"], "--probes set a two-stage search"),
+    (["--probe-epochs", "5"], "--probe-epochs must be at most --epochs (2)"),
+    (["--split", "1"], "split must be in (0, 1)"),
+    (["--top-k", "9"], "top_k must be at most the number of probes (4)"),
+    (["--probe-mode", "select", "--top-k", "2"], "--top-k needs --probe-mode release"),
+    (["--final-mean", "3"], "a final selection needs at least two stage-1 candidates"),
+    (["--design", "staged"], "--design must be one of"),
+])
+def test_two_stage_bad_input_fails_in_one_line_before_any_data(extra, message, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("dphypo.train.load_dataset", lambda *a, **k: pytest.fail("data read before the refusal"))
+    assert run([*TWO_STAGE, *extra, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_two_stage_tune_releases_the_final_model_and_every_probe_score_with_the_total_epsilon(tmp_path, capsys) -> None:
+    assert run([*TWO_STAGE, "--out", str(tmp_path), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    staged, privacy = payload["two_stage"], payload["privacy"]
+    assert payload["design"] == "two-stage" and privacy["epsilon"] <= 6.0
+    assert privacy["epsilon"] == min(privacy["methods"].values())
+    assert len(staged["released_probes"]) == 4 and staged["probe_mechanism"]["epochs"] == 1
+    assert staged["final_mechanism"]["epochs"] == 2 and privacy["sigma"] == staged["final_mechanism"]["sigma"]
+    assert payload["release"]["params"] == staged["finalists"][0]
+    assert (tmp_path / "released_model.pt").exists()
+    assert json.loads((tmp_path / "release.json").read_text())["two_stage"] == staged  # stage 1 is released
+    assert run([*TWO_STAGE, "--out", str(tmp_path / "table")]) == 0
+    text = capsys.readouterr().out
+    assert "Release of the two-stage private search" in text and "released by stage 1" in text
+
+
+@pytest.mark.parametrize("extra", [[], ["--batch-size-grid", "32,128", "--epochs-grid", "5,10"],
+                                   ["--design", "single"]])
+def test_a_dry_run_reads_no_data(extra, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("dphypo.train.load_dataset", lambda *a, **k: pytest.fail("a dry run read the data"))
+    assert run(["tune", *extra, "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epsilon"] <= 8.0

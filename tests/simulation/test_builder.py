@@ -278,3 +278,128 @@ def test_a_vectorized_build_killed_mid_pass_resumes_from_its_last_finished_pass(
     assert len(retrained) == 12 - len(finished) and not finished & set(retrained)  # nothing finished is redone
     fresh = build_landscape(SPEC, tmp_path / "fresh.npz", workers=1, pass_size=2)
     np.testing.assert_array_equal(resumed.mean, fresh.mean)  # public seeds: the resumed build is the same build
+
+
+# --------------------------------------------------------------------------- privacy axes (issue #25): N-D builds
+SPEC_4D = dataclasses.replace(SPEC, lr_grid=(0.5, 2.0), clip_grid=(0.5, 2.0), epochs=1, batch_size=64, seeds=1,
+                              batch_size_grid=(64, 128), epochs_grid=(1, 2))
+
+
+def _reference_curve_and_candidates(meta: dict) -> tuple:
+    """The reference's per-run curve and every planned setting's own curve, from the stored metadata alone."""
+    from dphypo.privacy.dpsgd_run import dpsgd_run_rdp
+
+    score = meta["score_noise"] * meta["n_val"]
+    ref = meta["reference"]
+    reference = dpsgd_run_rdp(meta["sigma"], ref["sample_rate"], ref["steps"], score_noise=score)
+    own = [dpsgd_run_rdp(row["sigma"], row["sample_rate"], row["steps"], score_noise=score) for row in meta["plan"]]
+    return reference, own
+
+
+def test_a_4d_build_trains_every_setting_at_the_sigma_its_reference_plans(tmp_path) -> None:
+    from dphypo.privacy.heterogeneous import (
+        CandidateRun,
+        ReferenceRun,
+        dominating_sigma,
+        opacus_sample_rate,
+        opacus_steps,
+    )
+
+    land = build_landscape(SPEC_4D, tmp_path / "four.npz", workers=1)
+    again = load_landscape(tmp_path / "four.npz")
+    assert again.axis_names == ("lr", "clip", "batch_size", "epochs") and again.shape == (2, 2, 2, 2)
+    np.testing.assert_array_equal(again.axis_values[2], [64, 128])
+    np.testing.assert_array_equal(land.mean, again.mean)
+    assert np.all((again.mean >= 0) & (again.mean <= 1))
+    meta = again.metadata
+    n_train, n_val = meta["n_train"], meta["n_val"]
+    assert meta["sigma"] == 1.0 and meta["batch_size"] == 64 and meta["epochs"] == 1  # the reference
+    assert meta["privacy_axes"] == {"batch_size": "batch_size", "epochs": "epochs"}
+    # The plan re-derived from the reference alone (the privacy layer's calibration, independently invoked).
+    reference = ReferenceRun(opacus_sample_rate(n_train, 64), opacus_steps(n_train, 64, 1), 0.02 * n_val)
+    assert (meta["reference"]["sample_rate"], meta["reference"]["steps"]) == (reference.sample_rate, reference.steps)
+    assert [(r["batch_size"], r["epochs"]) for r in meta["plan"]] == [(64, 1), (64, 2), (128, 1), (128, 2)]
+    for row in meta["plan"]:
+        candidate = CandidateRun.from_batch(n_train, row["batch_size"], row["epochs"])
+        assert (row["sample_rate"], row["steps"]) == (candidate.sample_rate, candidate.steps)
+        assert row["sigma"] == dominating_sigma(candidate, reference, 1.0, profiles=True)
+    assert meta["plan"][0]["sigma"] == 1.0  # the reference's own setting runs at σ_ref
+    assert all(row["sigma"] > 1.0 for row in meta["plan"][1:])  # more steps or a larger rate: more noise
+    # Every setting's own per-run curve (score release included) stays under the reference at every order.
+    ref_curve, own = _reference_curve_and_candidates(meta)
+    for curve in own:
+        assert np.all(curve.epsilons <= ref_curve.epsilons)
+    # The training layer trained each setting at its planned σ (the mechanisms the passes used).
+    for row in meta["plan"]:
+        mechanism = build._mechanism(SPEC_4D, (row["batch_size"], row["epochs"]))
+        assert (mechanism.sigma, mechanism.sample_rate, mechanism.steps) == (
+            row["sigma"], row["sample_rate"], row["steps"])
+
+
+def test_a_4d_build_groups_passes_by_setting_and_resumes(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "r.npz"
+    passes: list[list[tuple[int, ...]]] = []
+    real = build._pass_item
+
+    def failing(spec, jobs):
+        if len(passes) == 2:
+            raise Interrupted
+        passes.append(list(jobs))
+        return real(spec, jobs)
+
+    monkeypatch.setattr(build, "_pass_item", failing)
+    with pytest.raises(Interrupted):
+        build_landscape(SPEC_4D, out, workers=1, pass_size=3)
+    for jobs in passes:  # one mechanism per pass: every job of a pass has the same (batch, epochs) indices
+        assert len({job[2:4] for job in jobs}) == 1
+    done = {tuple(job) for jobs in passes for job in jobs}
+    resumed: list[tuple[int, ...]] = []
+    monkeypatch.setattr(build, "_pass_item", lambda spec, jobs: resumed.extend(jobs) or real(spec, jobs))
+    land = build_landscape(SPEC_4D, out, workers=1, pass_size=3)
+    assert not done & set(resumed) and len(done) + len(resumed) == 16
+    fresh = build_landscape(SPEC_4D, tmp_path / "fresh.npz", workers=1)
+    np.testing.assert_array_equal(land.mean, fresh.mean)  # public seeds: the resumed build is the same build
+
+
+def test_a_2d_spec_keeps_the_digest_of_the_shipped_builds() -> None:
+    shipped = load_landscape("landscapes/vectorized/digits_mlp_sigma1.0.npz")
+    meta = shipped.metadata
+    spec = BuildSpec(dataset=meta["dataset"], model=meta["model"], lr_grid=tuple(shipped.axis_values[0]),
+                     clip_grid=tuple(shipped.axis_values[1]), sigma=meta["sigma"], epochs=meta["epochs"],
+                     batch_size=meta["batch_size"], seeds=meta["seeds"], score_noise=meta["score_noise"])
+    assert spec.digest() == meta["spec_digest"]
+    assert dataclasses.replace(spec, epochs_grid=(5, 10)).digest() != spec.digest()
+    assert build.build_plan(spec) is None and spec.shape == (16, 20)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch_size_grid": (0, 64)}, "batch_size_grid values must be an integer >= 1, got 0"),
+        ({"epochs_grid": (0, 10)}, "epochs_grid values must be an integer >= 1, got 0"),
+        ({"epochs_grid": (10, 5)}, "epochs_grid must hold at least 2 strictly increasing"),
+        ({"batch_size_grid": (64,)}, "batch_size_grid must hold at least 2"),
+        ({"batch_size_grid": (64, 2.5)}, "batch_size_grid values must be an integer"),
+    ],
+)
+def test_a_spec_refuses_bad_privacy_grids(change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(SPEC_4D, **change)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch_size_grid": (64, 5000)}, r"batch_size_grid values must be <= the training set of digits \(1079"),
+        # RDP domination asks batch 128 x 20 epochs for more than σ = 100 under the batch 64 x 10 reference at σ 3
+        ({"batch_size_grid": (64, 128), "epochs_grid": (10, 20), "epochs": 10, "sigma": 3.0},
+         "batch_size_grid or epochs_grid must be narrowed .*cannot be dominated .* sigma <= 100"),
+    ],
+)
+def test_a_4d_build_refuses_before_writing_or_training(tmp_path, monkeypatch, change: dict, message: str) -> None:
+    started: list = []
+    monkeypatch.setattr(build, "_job", lambda *args: started.append(args))
+    monkeypatch.setattr(build, "_pass_item", lambda *args: started.append(args))
+    with pytest.raises(ValueError, match=message) as info:
+        build_landscape(dataclasses.replace(SPEC_4D, **change), tmp_path / "x.npz", workers=1)
+    assert "\n" not in str(info.value) and not started and not list(tmp_path.iterdir())

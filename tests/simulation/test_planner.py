@@ -305,12 +305,12 @@ def test_a_budget_no_candidate_meets_fails_before_any_work(family: LandscapeFami
 
 
 def test_a_two_stage_row_is_its_design_simulated_at_its_calibrated_sigmas_and_compared_unpaired() -> None:
-    from dphypo.privacy.two_stage import FinalRun, ProbeRelease
+    from dphypo.privacy.two_stage import FinalRun, ProbeRelease, TwoStage
     from dphypo.simulation.planner import TwoStageCandidate, default_two_stage_candidates
-    from dphypo.simulation.two_stage import TwoStageDesign, calibrate_design, two_stage_values
+    from dphypo.simulation.two_stage import calibrate_design, two_stage_values
 
     family = load_family(MEMBERS)
-    design = TwoStageDesign(ProbeRelease(20), FinalRun(), split=0.7)
+    design = TwoStage(ProbeRelease(20), FinalRun(), split=0.7)
     candidates = (PlanCandidate("uniform", Uniform(), make_run_count("geometric", mean=20)),
                   TwoStageCandidate(design))
     result = plan_search(family, 8.0, DELTA, candidates, repeats=50, seed=3, workers=1)
@@ -331,13 +331,12 @@ def test_a_two_stage_row_is_its_design_simulated_at_its_calibrated_sigmas_and_co
 
 
 def test_cheap_probes_count_their_share_of_a_run_and_the_final_epochs_must_be_the_familys() -> None:
-    from dphypo.privacy.two_stage import FinalRun, ProbeRelease
+    from dphypo.privacy.two_stage import FinalRun, ProbeRelease, TwoStage
     from dphypo.simulation.planner import TwoStageCandidate
-    from dphypo.simulation.two_stage import TwoStageDesign
 
     family = load_family(MEMBERS)
     probes = load_family(sorted((LANDSCAPES / "multifidelity").glob("digits_mlp_epochs5_sigma*.npz")))
-    design = TwoStageDesign(ProbeRelease(10), FinalRun(), split=0.7)
+    design = TwoStage(ProbeRelease(10), FinalRun(), split=0.7)
     cheap = TwoStageCandidate(design, probes)
     assert cheap.expected_runs == pytest.approx(10 * 5 / 10 + 1) and cheap.label.endswith("5-epoch probes")
     assert TwoStageCandidate(design).expected_runs == 11.0

@@ -98,3 +98,98 @@ def test_the_multifidelity_families_load_and_degrade_with_sigma(epochs: int) -> 
     for sigma, member in zip(family.sigmas, family.members, strict=True):
         if sigma in full:  # fewer epochs at the same σ: less training, a worse best model
             assert member.best_value < full[sigma].best_value
+
+
+MNIST_SHIPPED = ROOT / "mnist_subset_cnn_sigma1.3716.npz"
+MNIST_MEMBERS = sorted((ROOT / "mnist").glob("mnist_subset_cnn_sigma*.npz"))
+
+
+def _mnist_family():
+    """The MNIST-subset family: the shipped Opacus member and the vectorised members (``engine`` is a member key)."""
+    from dphypo.simulation.family import load_family
+
+    return load_family([MNIST_SHIPPED, *MNIST_MEMBERS])
+
+
+def test_the_mnist_members_differ_from_the_shipped_one_in_member_keys_only() -> None:
+    from dphypo.simulation.family import MEMBER_KEYS
+
+    shipped = load_landscape(MNIST_SHIPPED)
+    assert len(MNIST_MEMBERS) >= 3
+    for path in MNIST_MEMBERS:
+        land = load_landscape(path)
+        differ = {k for k in set(shipped.metadata) | set(land.metadata)
+                  if shipped.metadata.get(k) != land.metadata.get(k)} - MEMBER_KEYS
+        assert not differ, differ  # σ, engine and build records only (family.MEMBER_KEYS)
+        assert all(np.array_equal(a, b) for a, b in zip(land.axis_values, shipped.axis_values, strict=True))
+
+
+def test_the_mnist_family_is_one_family_with_the_shipped_member() -> None:
+    """The vectorised MNIST-subset CNN members (issue #24) and the shipped Opacus member form one family."""
+    family = _mnist_family()
+    assert len(family.sigmas) >= 4 and 1.3716 in family.sigmas
+    meta = family.mechanism_metadata
+    assert (meta["dataset"], meta["epochs"], meta["batch_size"]) == ("mnist-subset", 10, 256)
+    readme = (ROOT / "README.md").read_text()
+    for path in MNIST_MEMBERS:
+        land = load_landscape(path)
+        assert land.metadata["engine"] == "vectorized" and land.metadata["failed_runs"] == 0
+        assert land.mean.shape == (7, 8) and np.all(land.std > 0)
+        assert path.name in readme
+
+
+def test_the_mnist_family_degrades_with_sigma() -> None:
+    """After the family's isotonic fit the best mean never rises with σ; the raw extremes differ clearly."""
+    family = _mnist_family()
+    fitted = [family.at(sigma).best_value for sigma in family.sigmas]
+    assert all(a >= b for a, b in pairwise(fitted)), fitted
+    raw = [member.best_value for member in family.members]
+    assert raw[0] > raw[-1] + 0.05, raw
+    # a CNN on 3000 images learns at every σ of the family, and chance level (10 classes) is on every grid
+    assert all(0.3 < value < 1.0 for value in raw) and all(member.mean.min() < 0.3 for member in family.members)
+
+
+@pytest.mark.parametrize("epsilon", [2.0, 4.0, 8.0])
+def test_the_mnist_family_covers_uniform_search_at_the_studied_budgets(epsilon: float) -> None:
+    """Uniform search at E[T] 10 and 100 and total ε 2, 4, 8 calibrates to a σ inside the family (no extrapolation)."""
+    from dphypo.privacy import geometric
+    from dphypo.simulation.equal_epsilon import arm_sigma
+
+    family = _mnist_family()
+    low, high = family.sigma_range
+    for mean in (10, 100):
+        sigma = arm_sigma(epsilon, 1e-5, geometric(1 / mean), 1.0, 1.0, family.mechanism_metadata)
+        assert low <= sigma <= high, (epsilon, mean, sigma, family.sigma_range)
+
+
+def test_the_mnist_probe_family_is_a_cheaper_fidelity_of_the_same_grid() -> None:
+    """The 2-epoch MNIST family (two-stage probes) loads, shares the grid, and trains worse models than 10 epochs."""
+    from dphypo.simulation.family import load_family
+
+    paths = sorted((ROOT / "mnist" / "probes").glob("mnist_subset_cnn_epochs2_sigma*.npz"))
+    probes = load_family(paths)
+    assert len(probes.sigmas) >= 4 and probes.mechanism_metadata["epochs"] == 2
+    readme = (ROOT / "README.md").read_text()
+    assert all(path.name in readme for path in paths)
+    full = _mnist_family()
+    assert all(np.array_equal(a, b) for a, b in zip(probes.members[0].axis_values, full.members[0].axis_values,
+                                                    strict=True))
+    for sigma, member in zip(probes.sigmas, probes.members, strict=True):
+        if sigma in full.sigmas:  # fewer epochs at the same σ: a worse best model
+            assert member.best_value < full.members[full.sigmas.index(sigma)].best_value - 0.2
+
+
+EVERY_SHIPPED = sorted(ROOT.rglob("*.npz"))
+
+
+@pytest.mark.parametrize("path", EVERY_SHIPPED, ids=[str(p.relative_to(ROOT)) for p in EVERY_SHIPPED])
+def test_every_shipped_landscape_in_every_folder_has_provenance_in_the_readme(path: Path) -> None:
+    """The sub-folder families (vectorized/, multifidelity/, mnist/, fourd/) too, not only the top level."""
+    land = load_landscape(path)
+    meta = land.metadata
+    for key in ("dataset", "model", "sigma", "epochs", "batch_size", "seeds", "built_by", "score_noise"):
+        assert key in meta, key
+    assert f"sigma{meta['sigma']}" in path.stem and land.direction == "maximize"
+    assert np.all((land.mean >= 0) & (land.mean <= 1)) and np.all(land.std > 0)
+    assert meta["failed_runs"] == 0
+    assert str(path.relative_to(ROOT)) in (ROOT / "README.md").read_text()

@@ -9,10 +9,17 @@ import pytest
 from scipy import stats
 
 from dphypo.privacy import RepeatAndSelect, geometric
-from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStageDesignError
+from dphypo.privacy.two_stage import (
+    FinalRun,
+    FinalSelection,
+    ProbeRelease,
+    ProbeSelection,
+    TwoStage,
+    TwoStageDesignError,
+)
 from dphypo.simulation.family import load_family
 from dphypo.simulation.landscapes import Landscape
-from dphypo.simulation.two_stage import TwoStageDesign, calibrate_design, simulate_two_stage, two_stage_values
+from dphypo.simulation.two_stage import calibrate_design, simulate_two_stage, two_stage_values
 
 ROOT = Path(__file__).resolve().parents[2] / "landscapes"
 DIGITS_FAMILY = sorted(ROOT.glob("digits_mlp_sigma*.npz"))
@@ -31,13 +38,13 @@ MEANS = np.linspace(0.1, 0.9, 20)
 def test_noise_free_probes_over_the_whole_grid_always_commit_to_the_best_point() -> None:
     probes = grid(MEANS, 0.0)
     final = grid(MEANS[::-1], 0.0)  # the final fidelity ranks points differently: the probes' winner is committed
-    values = two_stage_values(TwoStageDesign(ProbeRelease(400)), probes, final, 50, np.random.default_rng(0))
+    values = two_stage_values(TwoStage(ProbeRelease(400)), probes, final, 50, np.random.default_rng(0))
     assert np.all(values == final.true_value(probes.best_index))
 
 
 def test_one_probe_releases_a_point_drawn_from_the_prior() -> None:
     landscape = grid(MEANS, 0.3)
-    values = two_stage_values(TwoStageDesign(ProbeRelease(1)), landscape, landscape, 4000, np.random.default_rng(1))
+    values = two_stage_values(TwoStage(ProbeRelease(1)), landscape, landscape, 4000, np.random.default_rng(1))
     # every grid point equally likely (uniform prior): a chi-square test on the released values' counts
     counts = np.array([np.sum(np.isclose(values, m)) for m in MEANS])
     assert counts.sum() == 4000
@@ -50,7 +57,7 @@ def test_one_probe_releases_a_point_drawn_from_the_prior() -> None:
 def test_a_final_selection_releases_the_better_of_the_top_k_by_its_own_noisy_scores() -> None:
     probes = grid(MEANS, 0.0)
     final = grid(MEANS, 0.0)
-    design = TwoStageDesign(ProbeRelease(400, top_k=3), FinalSelection(RepeatAndSelect(geometric(0.01))))
+    design = TwoStage(ProbeRelease(400, top_k=3), FinalSelection(RepeatAndSelect(geometric(0.01))))
     values = two_stage_values(design, probes, final, 3000, np.random.default_rng(2))
     # T' ~ geometric(0.01) noise-free looks, each uniform on the 3 distinct top points, miss the best with
     # probability E[(2/3)^T'] = γx / (1 − (1 − γ)x) at x = 2/3 (the pgf of the geometric law)
@@ -58,7 +65,7 @@ def test_a_final_selection_releases_the_better_of_the_top_k_by_its_own_noisy_sco
     found = 1 - gamma * x / (1 - (1 - gamma) * x)
     assert np.all(np.isin(np.round(values, 9), np.round(MEANS[-3:], 9)))
     assert abs(np.mean(values == MEANS[-1]) - found) < 4 * np.sqrt(found * (1 - found) / 3000)
-    one_look = TwoStageDesign(ProbeRelease(400, top_k=3), FinalSelection(RepeatAndSelect(geometric(0.999))))
+    one_look = TwoStage(ProbeRelease(400, top_k=3), FinalSelection(RepeatAndSelect(geometric(0.999))))
     values = two_stage_values(one_look, probes, final, 3000, np.random.default_rng(3))
     # T' = 1 almost surely: a uniform pick among the top 3
     assert set(np.round(values, 9)) == set(np.round(MEANS[-3:], 9))
@@ -68,23 +75,25 @@ def test_a_final_selection_releases_the_better_of_the_top_k_by_its_own_noisy_sco
 def test_more_probes_release_better_points_on_a_noisy_landscape() -> None:
     landscape = grid(MEANS, 0.05)
     rng = np.random.default_rng(4)
-    few = two_stage_values(TwoStageDesign(ProbeRelease(2)), landscape, landscape, 2000, rng)
-    many = two_stage_values(TwoStageDesign(ProbeRelease(30)), landscape, landscape, 2000, rng)
+    few = two_stage_values(TwoStage(ProbeRelease(2)), landscape, landscape, 2000, rng)
+    many = two_stage_values(TwoStage(ProbeRelease(30)), landscape, landscape, 2000, rng)
     assert many.mean() > few.mean() + 0.1
 
 
 def test_adaptive_probe_selection_and_out_of_family_sigmas_are_refused() -> None:
-    with pytest.raises(TwoStageDesignError, match="not simulated"):
-        TwoStageDesign(ProbeSelection(RepeatAndSelect(geometric(0.1), 2.0, 0.75)))
     family = load_family(DIGITS_FAMILY)
+    adaptive = TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.1), 2.0, 0.75)))  # accounted, tunable
+    member = family.at(family.sigmas[0])
+    with pytest.raises(TwoStageDesignError, match="not simulated"):
+        two_stage_values(adaptive, member, member, 10, np.random.default_rng(5))
     # a generous budget needs probe noise below the family's smallest member
     with pytest.raises(TwoStageDesignError, match="outside the family's range"):
-        simulate_two_stage(TwoStageDesign(ProbeRelease(2)), family, 40.0, 1e-5, 10, np.random.default_rng(5))
+        simulate_two_stage(TwoStage(ProbeRelease(2)), family, 40.0, 1e-5, 10, np.random.default_rng(5))
 
 
 def test_a_calibrated_design_costs_the_total_epsilon_on_the_familys_mechanism() -> None:
     family = load_family(DIGITS_FAMILY)
-    design = TwoStageDesign(ProbeRelease(10), FinalRun(), split=0.7)
+    design = TwoStage(ProbeRelease(10), FinalRun(), split=0.7)
     calibration = calibrate_design(design, 8.0, 1e-5, family.mechanism_metadata)
     assert 8.0 * (1 - 1e-3) < calibration.report.epsilon <= 8.0
     assert calibration.probe_sigma > calibration.final_sigma  # ten probes at 70 % cost more noise than one run
@@ -95,7 +104,7 @@ def test_a_calibrated_design_costs_the_total_epsilon_on_the_familys_mechanism() 
 
 def test_probes_at_a_lower_fidelity_are_cheaper_and_a_higher_one_is_refused() -> None:
     family = load_family(DIGITS_FAMILY)
-    design = TwoStageDesign(ProbeSelection(RepeatAndSelect(geometric(1 / 20))), FinalRun(), split=0.5)
+    design = TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 20))), FinalRun(), split=0.5)
     full = calibrate_design(design, 8.0, 1e-5, family.mechanism_metadata)
     short = calibrate_design(design, 8.0, 1e-5, family.mechanism_metadata, {**family.mechanism_metadata, "epochs": 2})
     # a 2-epoch probe leaks less per σ, so its share of ε buys less noise
@@ -109,7 +118,7 @@ def test_a_probe_selection_that_ran_no_probe_releases_nothing() -> None:
     from dphypo.privacy import Poisson
 
     landscape = grid(MEANS, 0.0)
-    design = TwoStageDesign(ProbeSelection(RepeatAndSelect(Poisson(1.0))))  # T = 0 with probability e^-1
+    design = TwoStage(ProbeSelection(RepeatAndSelect(Poisson(1.0))))  # T = 0 with probability e^-1
     values = two_stage_values(design, landscape, landscape, 4000, np.random.default_rng(7))
     # the worst mean is released when T = 0, or when every probe hit the worst of the 20 points: with Poisson(1) T,
     # E[(1/20)^T] = exp(-1 + 1/20)

@@ -241,3 +241,22 @@ def test_check_dataset_files_reads_nothing(tmp_path: Path) -> None:
                  "t10k-labels-idx1-ubyte"):
         (raw / stem).write_bytes(b"")  # present but empty: only presence is checked, nothing is read
     check_dataset_files("mnist", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["digits", "mnist-subset"])
+@pytest.mark.parametrize(("val_fraction", "test_fraction"), [(0.2, 0.2), (0.1, 0.3), (0.33, 0.15)])
+def test_split_sizes_from_class_counts_match_the_loaded_splits(name, val_fraction, test_fraction) -> None:
+    from dphypo.train.data import split_sizes
+
+    splits = load_dataset(name, val_fraction=val_fraction, test_fraction=test_fraction)
+    assert split_sizes(name, val_fraction=val_fraction, test_fraction=test_fraction) == (
+        len(splits.y_train), len(splits.y_val))
+
+
+def test_split_sizes_of_the_on_disk_datasets_add_up_to_their_official_training_sets() -> None:
+    from dphypo.train.data import split_sizes
+
+    assert split_sizes("mnist") == (48_000, 12_000) and split_sizes("fashion-mnist") == (48_000, 12_000)
+    assert split_sizes("cifar10") == (40_000, 10_000)
+    with pytest.raises(ValueError, match="name must be one of"):
+        split_sizes("imagenet")

@@ -137,20 +137,18 @@ def test_max_lost_below_the_pass_size_is_refused_before_any_run_trains(monkeypat
 @pytest.mark.parametrize(("pass_size", "max_lost", "expected"),
                          [(None, 0, 32), (None, 4, 4), (None, 40, 32), (6, 0, 6)])
 def test_a_uniform_search_passes_at_the_pass_size_capped_by_max_lost(pass_size, max_lost, expected) -> None:
-    from dphypo.api.search import accounted_search, pass_options
+    from dphypo.api.search import pass_options
     from dphypo.search.options import SearchOptions
-    from dphypo.strategies import GPUCB, Uniform
 
     if torch.cuda.is_available() and pass_size is None:
         pytest.skip("the default pass size on CUDA depends on free memory")
     objective = DPSGDObjective("digits", pass_size=pass_size)
-    options, in_flight = pass_options(objective, SearchOptions(), accounted_search(Uniform(), None), TRAINING,
-                                      max_lost)
+    options, in_flight = pass_options(objective, SearchOptions(), False, TRAINING, max_lost)
     assert options.runs_per_update == in_flight == expected
-    options, in_flight = pass_options(objective, SearchOptions(), accounted_search(GPUCB(), None), TRAINING, 0)
+    options, in_flight = pass_options(objective, SearchOptions(), True, TRAINING, 0)
     assert options.runs_per_update is None and in_flight == 1  # adaptive: one pass per batch of runs_per_update
     opacus = DPSGDObjective("digits", engine="opacus")
-    assert pass_options(opacus, SearchOptions(), accounted_search(Uniform(), None), TRAINING, 0)[1] == 1
+    assert pass_options(opacus, SearchOptions(), False, TRAINING, 0)[1] == 1
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

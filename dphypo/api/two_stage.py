@@ -1,0 +1,470 @@
+r"""``dphypo.tune_two_stage``: cheap probes whose outcome is released, then one committed full-fidelity run.
+
+A two-stage search (:class:`~dphypo.privacy.two_stage.TwoStage`, accounted by
+:mod:`dphypo.privacy.two_stage`) fixes before any data is touched the probes' fidelity (``probe_epochs`` ≤ the
+final run's epochs), how stage 1 releases its outcome, ``k`` and the budget split; then
+
+1. **stage 1** trains the probes with DP-SGD at the probe fidelity and probe σ, each with its noisy validation
+   score: a :class:`~dphypo.privacy.two_stage.ProbeRelease` trains a fixed number n of probes and releases every
+   probe's (hyperparameters, noisy score), so where a probe is placed may depend on the earlier scores (the
+   ``strategy``: uniform draws from the prior, or GP-UCB, post-processing of released outputs); a
+   :class:`~dphypo.privacy.two_stage.ProbeSelection` is a private selection (random T, densities in S_{C,c}) that
+   releases its best probe only;
+2. **stage 2** trains the stage-1 winner once at full fidelity and the final σ
+   (:class:`~dphypo.privacy.two_stage.FinalRun`), or runs a uniform private selection with random T′ over the
+   stage-1 top k (:class:`~dphypo.privacy.two_stage.FinalSelection`), and releases that model with its noisy score.
+
+The release is the final model, its hyperparameters and noisy score, **and everything stage 1 released** (shown in
+:attr:`TwoStageOutcome.probes`), with the total (ε, δ) of :func:`~dphypo.privacy.two_stage.account_two_stage`:
+the two stages' RDP curves composed (Mironov 2017, Prop. 1) and, for released probes and one final run, the
+composed PLDs; the smaller valid bound is used and named. A reader recomputes it from the two mechanisms and the
+design (:meth:`TwoStageOutcome.to_dict` holds both σ, q and steps).
+
+Privacy rules (docs/privacy.md): T (of a probe selection) and T′ are drawn from the accounted laws before any data
+is touched (rule 2); every density the probe sampler uses is its strategy's projection onto S_{C,c} (rule 3; for
+released probes C and c are not charged, the composition covers any placement); every released score is a run's
+noisy score covered by its own curve (rule 4); a failed run scores worst and is not retried (rule 5); all random
+streams come from the secret seed or fresh OS entropy (rule 6). The curator-only histories hold T, T′ and every
+run's score.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Unpack
+
+import numpy as np
+
+from dphypo.api.search import pass_options, resolve_strategy
+from dphypo.privacy.calibration import smallest_sigma
+from dphypo.privacy.profiles import PldProfile, ProfileTooLargeError
+from dphypo.privacy.two_stage import (
+    FinalRun,
+    FinalSelection,
+    ProbeRelease,
+    ProbeSelection,
+    TwoStage,
+    TwoStageDesignError,
+    TwoStageReport,
+    account_two_stage,
+    calibrate_two_stage,
+)
+from dphypo.privacy.validation import check_delta, check_int_at_least, check_positive
+from dphypo.search.evaluation import Objective, run_batch
+from dphypo.search.execution import Executor, make_executor
+from dphypo.search.limits import check_expected_runs
+from dphypo.search.loop import best_trial
+from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_options
+from dphypo.search.recording import Recorder
+from dphypo.search.records import Run, Trial
+from dphypo.search.run import SearchRun, SearchStreams
+from dphypo.search.tuner import Release, SearchHistory, SearchResult
+from dphypo.space import SearchSpace
+from dphypo.strategies import Strategy
+from dphypo.strategies.base import Direction
+from dphypo.train.mechanism import check_probe_fidelity
+from dphypo.train.objective import check_dpsgd_space
+from dphypo.train.recipe import DPSGD
+
+if TYPE_CHECKING:
+    from dphypo.train.mechanism import DPSGDMechanism
+
+__all__ = [
+    "DEFAULT_TWO_STAGE",
+    "ReleasedProbe",
+    "TwoStageOutcome",
+    "TwoStageSearchResult",
+    "default_probe_epochs",
+    "tune_two_stage",
+    "two_stage_mechanisms",
+]
+
+#: The design the studies favour at dphypo tune's default budget (ε = 8, about 20 runs, docs/studies.md "Two-stage
+#: designs with cheap probes"): 20 released probes, one committed run, half the budget each.
+DEFAULT_TWO_STAGE = TwoStage(ProbeRelease(20), FinalRun(), split=0.5)
+
+# Entropy tags separating the stages' streams (SeedSequence([entropy, tag]) has its own entropy pool).
+_PROBE_TAG, _FINAL_TAG = 0x9B0BE5, 0xF17A15
+# Streams within a stage (spawn keys): its run count, its candidate draws, its strategy, its per-run seeds.
+_COUNT, _SAMPLING, _STRATEGY, _RUNS = range(4)
+
+
+def default_probe_epochs(epochs: int) -> int:
+    """A fifth of the final run's epochs, at least one (2 of 10: the probes of the studies' best design)."""
+    check_int_at_least("epochs", epochs, 1)
+    return max(1, round(epochs / 5))
+
+
+@dataclass(frozen=True)
+class ReleasedProbe:
+    """A probe stage 1 released (publishable: covered by the probe's own curve).
+
+    Attributes:
+        params: Its hyperparameters.
+        score: Its noisy validation score; ``None`` for a probe that failed on the data (scored worst).
+    """
+
+    params: dict[str, Any]
+    score: float | None
+
+
+@dataclass(frozen=True)
+class TwoStageOutcome:
+    """How a two-stage release was obtained (publishable: the design, the mechanisms, what stage 1 released).
+
+    Attributes:
+        design: The design.
+        probe_mechanism: Every probe's DP-SGD mechanism (σ, q, steps, score noise).
+        final_mechanism: Every final run's mechanism.
+        probes: What stage 1 released: every probe in run order (released probes), or the best probe (a probe
+            selection; empty when its T was 0).
+        finalists: The stage-1 top k handed to stage 2 (post-processing of the release): the final run's
+            hyperparameters, or the candidates of the final selection.
+        report: The accounting (total ε, each stage's ε and theorem, every valid bound).
+        final_failed: The released final run failed on the data (no model; not retried).
+    """
+
+    design: TwoStage
+    probe_mechanism: DPSGDMechanism
+    final_mechanism: DPSGDMechanism
+    probes: tuple[ReleasedProbe, ...]
+    finalists: tuple[dict[str, Any], ...]
+    report: TwoStageReport
+    final_failed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary: enough to recompute the total ε (both mechanisms and the design)."""
+
+        def mechanism(m: DPSGDMechanism) -> dict[str, Any]:
+            return {"sigma": m.sigma, "sample_rate": m.sample_rate, "steps": m.steps, "epochs": m.epochs,
+                    "batch_size": m.batch_size, "score_noise": m.score_noise}
+
+        return {
+            "design": self.design.describe(), "probe_mechanism": mechanism(self.probe_mechanism),
+            "final_mechanism": mechanism(self.final_mechanism),
+            "released_probes": [{"params": p.params, "score": p.score} for p in self.probes],
+            "finalists": list(self.finalists), "accounting": self.report.to_dict(), "final_failed": self.final_failed,
+        }
+
+
+@dataclass(frozen=True)
+class TwoStageSearchResult(SearchResult):
+    """A two-stage search: ``release`` is the final model with the total ε; ``two_stage`` says how it was obtained.
+
+    ``history`` (curator only) is stage 1's (T of a probe selection, every probe's score and timing);
+    ``final_history`` (curator only) is stage 2's.
+    """
+
+    final_history: SearchHistory | None = None
+    two_stage: TwoStageOutcome | None = None
+
+
+def two_stage_mechanisms(
+    training: DPSGD, design: TwoStage, *, probe_epochs: int, epsilon: float | None, delta: float,
+    sigmas: tuple[float, float] | None = None,
+) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
+    """The probes' and the final runs' mechanisms and the accounting, from a total ε or both σ; no data read.
+
+    Args:
+        training: The final runs' DP-SGD settings (the probes take ``probe_epochs`` of the same).
+        design: The design.
+        probe_epochs: Epochs of every probe, 1 ≤ ``probe_epochs`` ≤ ``training.epochs``.
+        epsilon: Total ε to calibrate both σ for (:func:`~dphypo.privacy.two_stage.calibrate_two_stage`).
+        delta: δ.
+        sigmas: ``(probe σ, final σ)`` instead of ``epsilon`` (the total ε is then reported).
+
+    Returns:
+        ``(probe mechanism, final mechanism, report)``; the report takes the smallest valid bound (the composed
+        PLDs of released probes and one final run where both profiles exist).
+
+    Raises:
+        TwoStageDesignError: Probes above the final fidelity.
+        ValueError: Not exactly one of ``epsilon`` and ``sigmas``, or bad values.
+    """
+    check_int_at_least("probe_epochs", probe_epochs, 1)
+    check_delta(delta)
+    probe_training = dataclasses.replace(training, epochs=probe_epochs)
+    check_probe_fidelity(probe_training.mechanism(1.0), training.mechanism(1.0))
+    if (epsilon is None) == (sigmas is None):
+        raise ValueError("give exactly one of epsilon (total budget to calibrate both stages for) or sigmas "
+                         "((probe sigma, final sigma), fixed)")
+    if sigmas is None:
+        assert epsilon is not None
+        check_positive("epsilon", epsilon)
+        sigmas = _calibrated_sigmas(probe_training, training, design, epsilon, delta)
+    probe, final = probe_training.mechanism(sigmas[0]), training.mechanism(sigmas[1])
+    return probe, final, _report(probe, final, design, delta)
+
+
+def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage, epsilon: float, delta: float
+                       ) -> tuple[float, float]:
+    """Both σ for a total ε: the RDP calibration, then the PLD's slack spent on less noise where that bound is valid.
+
+    The RDP calibration (:func:`~dphypo.privacy.two_stage.calibrate_two_stage`) meets ε by itself. For released probes
+    and one final run the composed PLD is tighter (8.83 by RDP against 7.99 by PLD at the σ the default design on
+    digits ends with), so both σ are then scaled by the smallest common factor (their ratio, the split, kept) whose
+    smallest valid bound still meets ε. ε(factor) is non-increasing in the factor (each run's PLD and curve are), so
+    the root finding applies.
+    """
+    calibration = calibrate_two_stage(epsilon, delta, design.stage1, design.stage2,
+                                      lambda s: probe_training.mechanism(s).rdp(),
+                                      lambda s: training.mechanism(s).rdp(), split=design.split)
+    rdp_sigmas = (calibration.probe_sigma, calibration.final_sigma)
+    if not (isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun)):
+        return rdp_sigmas
+
+    def epsilon_at(factor: float) -> float:
+        probe, final = (probe_training.mechanism(factor * rdp_sigmas[0]),
+                        training.mechanism(factor * rdp_sigmas[1]))
+        return _report(probe, final, design, delta).epsilon
+
+    factor = smallest_sigma(epsilon_at, epsilon, rtol=1e-3, sigma_bounds=(0.05, 1.0))
+    return factor * rdp_sigmas[0], factor * rdp_sigmas[1]
+
+
+def _report(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delta: float) -> TwoStageReport:
+    """:func:`~dphypo.privacy.two_stage.account_two_stage`, with both runs' PLDs where that bound is valid."""
+    profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
+    if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
+        profiles = _shared_profiles(probe, final)
+    return account_two_stage(probe.rdp(), final.rdp(), design.stage1, design.stage2, delta,
+                             probe_profile=profiles[0], final_profile=profiles[1])
+
+
+def _shared_profiles(probe: DPSGDMechanism, final: DPSGDMechanism) -> tuple[PldProfile | None, PldProfile | None]:
+    """Both runs' PLDs on one discretisation, or ``(None, None)`` when one cannot be built (RDP only then).
+
+    The coarser of their own discretisations: a long run's PLD may coarsen to fit its size cap, and PLDs compose only
+    on one grid.
+    """
+    try:
+        pair = (probe.profile(), final.profile())
+        coarsest = max(p.discretization for p in pair)
+        if any(p.discretization != coarsest for p in pair):
+            pair = (probe.profile(coarsest), final.profile(coarsest))
+    except ProfileTooLargeError:
+        return None, None
+    if pair[0].discretization != pair[1].discretization:  # a coarsening again: RDP only, never a mixed grid
+        return None, None
+    return pair
+
+
+def tune_two_stage(
+    objective: Objective,
+    space: SearchSpace,
+    training: DPSGD,
+    design: TwoStage = DEFAULT_TWO_STAGE,
+    *,
+    probe_epochs: int | None = None,
+    epsilon: float | None = None,
+    sigmas: tuple[float, float] | None = None,
+    delta: float = 1e-5,
+    strategy: Strategy | str | None = None,
+    options: SearchOptions | None = None,
+    **option_fields: Unpack[SearchOptionFields],
+) -> TwoStageSearchResult:
+    """Probe cheaply, commit once: a two-stage private search released with one total (ε, δ) (module docstring).
+
+    Args:
+        objective: As for :func:`~dphypo.api.tune` (it trains through ``run.make_private`` under the mechanism the
+            run carries, so the probes get the probe epochs and σ, the final run the full ones).
+        space: The grid (and prior) of hyperparameters; axes that change a run's privacy (batch size, epochs) are
+            refused (the probe fidelity is ``probe_epochs``).
+        training: How a final run trains (:class:`~dphypo.train.DPSGD`); a probe is the same with ``probe_epochs``.
+        design: The stages and the split (default :data:`DEFAULT_TWO_STAGE`: 20 released probes, one final run).
+        probe_epochs: Epochs of a probe (default :func:`default_probe_epochs`: a fifth of ``training.epochs``).
+        epsilon: Total ε of both stages; both σ are calibrated to meet it. Give this or ``sigmas``.
+        sigmas: ``(probe σ, final σ)`` fixed (the total ε is then reported).
+        delta: δ of the guarantee.
+        strategy: Where probes are placed: ``"uniform"`` (default, draws from the prior) or ``"gp"`` / a
+            :class:`~dphypo.strategies.Strategy`. A probe selection must use a strategy with its search's C and c;
+            released probes accept any (their accounting, composition, does not depend on the placement).
+        options: How the runs execute (:class:`~dphypo.search.options.SearchOptions`): ``seed`` is the curator
+            secret of both stages (default: fresh OS entropy), ``executor``, ``runs_per_update``, ``progress``
+            (counts only). A journal is not supported: the final stage is not journaled, so a crash could not be
+            charged.
+        **option_fields: The same fields as keywords.
+
+    Returns:
+        The release (the final model, its hyperparameters and noisy score, the total ε), ``two_stage`` (what stage
+        1 released and both mechanisms) and the curator-only histories.
+
+    Raises:
+        TwoStageDesignError: A probe fidelity above the final one, a strategy whose bounds a probe selection does
+            not account, or a split that leaves a stage nothing (all before any data is read).
+        ValueError: Bad arguments, in one line.
+    """
+    run_options = resolve_options("tune_two_stage", options, option_fields)
+    if not isinstance(design, TwoStage):
+        raise TypeError(f"design must be a dphypo.TwoStage, got {design!r}")
+    if not isinstance(training, DPSGD):
+        raise TypeError(f"training must be a dphypo.train.DPSGD, got {training!r}")
+    check_dpsgd_space(space)
+    if space.changes_privacy:
+        raise ValueError("tune_two_stage sets the probes' fidelity with probe_epochs; a space with batch-size or "
+                         "epochs axes needs dphypo.tune")
+    if run_options.journal is not None:
+        raise ValueError("tune_two_stage does not support a journal yet: the final stage is not journaled, so a "
+                         "crash during it could not be charged (use dphypo.tune for a resumable search)")
+    chosen = _probe_strategy(strategy, design)
+    for stage, name in ((design.stage1, "probes"), (design.stage2, "final_mean")):  # T drawable in bounded time
+        if isinstance(stage, (ProbeSelection, FinalSelection)):
+            check_expected_runs(stage.search.run_count, name)
+    epochs = default_probe_epochs(training.epochs) if probe_epochs is None else probe_epochs
+    probe, final, report = two_stage_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon, delta=delta,
+                                                sigmas=sigmas)
+    entropy = int(run_options.seed) if run_options.seed is not None else _fresh_entropy()
+    probe_count, final_count = _run_counts(design, entropy)  # both drawn before any data is touched (rule 2)
+    with contextlib.ExitStack() as cleanup:
+        executor = make_executor(run_options.executor)
+        if executor is not run_options.executor:
+            cleanup.callback(executor.close)
+        stage_options = dataclasses.replace(run_options, executor=executor)
+        probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, stage_options)
+        finalists = _finalists(design, space, probes, run_options.direction)
+        finals = _final_stage(objective, space, finalists, final, final_count, entropy, stage_options,
+                              completed=len(probes.trials))
+    return _two_stage_result(design, space, (probe, final), report, (probes, finals), finalists, entropy,
+                             run_options.direction)
+
+
+def _probe_strategy(strategy: Strategy | str | None, design: TwoStage) -> Strategy:
+    """The probe sampler; a probe selection's must project onto the set it is accounted with (rule 3)."""
+    chosen = resolve_strategy(strategy)
+    if isinstance(design.stage1, ProbeSelection):
+        search = design.stage1.search
+        if (float(chosen.C), float(chosen.c)) != (float(search.C), float(search.c)):
+            raise TwoStageDesignError(
+                f"the probe selection is accounted with C={search.C:g}, c={search.c:g} but the strategy projects "
+                f"onto C={chosen.C:g}, c={chosen.c:g}: use a strategy with the selection's bounds"
+            )
+    return chosen
+
+
+def _fresh_entropy() -> int:
+    """128 bits of OS entropy (the secret seed of a search given none, privacy rule 6)."""
+    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]  # SeedSequence() always draws an int
+
+
+def _stream(entropy: int, tag: int, key: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence([entropy, tag], spawn_key=(key,))
+
+
+def _run_counts(design: TwoStage, entropy: int) -> tuple[int, int]:
+    """The number of probes (n, or T of a probe selection) and of final runs (1, or T′), from the accounted laws."""
+    stage1, stage2 = design.stage1, design.stage2
+    probes = stage1.probes if isinstance(stage1, ProbeRelease) else stage1.search.run_count.sample(
+        np.random.default_rng(_stream(entropy, _PROBE_TAG, _COUNT)))
+    finals = 1 if isinstance(stage2, FinalRun) else stage2.search.run_count.sample(
+        np.random.default_rng(_stream(entropy, _FINAL_TAG, _COUNT)))
+    return int(probes), int(finals)
+
+
+def _run_seed(entropy: int, tag: int) -> Callable[[int], int]:
+    return lambda number: int(np.random.SeedSequence([entropy, tag], spawn_key=(_RUNS, number)).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One stage as run: its trials in run order, their artifacts, densities and strategy events (curator only)."""
+
+    count: int
+    trials: tuple[Trial, ...]
+    artifacts: tuple[Any, ...]
+    densities: tuple[np.ndarray, ...] = ()
+    events: tuple[Any, ...] = ()
+
+
+def _probe_stage(objective: Objective, space: SearchSpace, strategy: Strategy, probe: DPSGDMechanism, count: int,
+                 entropy: int, options: SearchOptions) -> _Stage:
+    """Stage 1: ``count`` probes placed by ``strategy`` (densities projected onto its S_{C,c}), trained as passes."""
+    assert isinstance(options.executor, Executor)
+    streams = SearchStreams(
+        sampling=np.random.default_rng(_stream(entropy, _PROBE_TAG, _SAMPLING)),
+        strategy_seed=int(_stream(entropy, _PROBE_TAG, _STRATEGY).generate_state(1)[0]),
+        run_seed=_run_seed(entropy, _PROBE_TAG),
+    )
+    adaptive = strategy.c < strategy.C
+    sizing = DPSGD(batch_size=probe.batch_size, epochs=probe.epochs, n_train=probe.n_train)
+    stage_options, _ = pass_options(objective, options, adaptive, sizing, 0)
+    runs_per_update = stage_options.runs_per_update or options.executor.workers
+    search = SearchRun(objective, space, strategy, options.direction, (strategy.C, strategy.c), count, streams,
+                       recorder=Recorder(options.direction), mechanism=probe)
+    trace = search.run(options.executor, runs_per_update=runs_per_update, progress=options.progress)
+    return _Stage(count, tuple(trace.trials), tuple(trace.artifacts), tuple(trace.densities), tuple(trace.events))
+
+
+def _finalists(design: TwoStage, space: SearchSpace, probes: _Stage, direction: Direction) -> tuple[int, ...]:
+    """Grid indices of the stage-1 top k (distinct, best first), from the released scores only.
+
+    A selection hands over its released best probe; released probes hand over their k best distinct points. When
+    stage 1 yields no successful probe (T = 0, or every probe failed) the prior's mode, a data-independent default
+    (as :func:`~dphypo.api.tune_subsampled` does), is the one finalist.
+    """
+    ranked = [t for t in probes.trials if not t.failed]
+    if isinstance(design.stage1, ProbeSelection):
+        best = best_trial(probes.trials, direction)
+        ranked = [] if best is None or probes.trials[best].failed else [probes.trials[best]]
+    sign = -1.0 if direction == "maximize" else 1.0
+    ranked.sort(key=lambda t: (sign * t.score, t.number))
+    top: list[int] = []
+    for trial in ranked:
+        if trial.grid_index not in top:
+            top.append(trial.grid_index)
+        if len(top) == design.stage1.top_k:
+            break
+    return tuple(top) if top else (int(np.argmax(space.prior)),)
+
+
+def _final_stage(objective: Objective, space: SearchSpace, finalists: tuple[int, ...], final: DPSGDMechanism,
+                 count: int, entropy: int, options: SearchOptions, *, completed: int) -> _Stage:
+    """Stage 2: ``count`` full-fidelity runs, each of a finalist drawn uniformly (one run: the winner)."""
+    assert isinstance(options.executor, Executor)
+    rng = np.random.default_rng(_stream(entropy, _FINAL_TAG, _SAMPLING))
+    picks = rng.integers(len(finalists), size=count)
+    run_seed = _run_seed(entropy, _FINAL_TAG)
+    batch = [Run(number, run_seed(number), None, finalists[int(pick)], final) for number, pick in enumerate(picks)]
+    done = run_batch(objective, space, batch, options.executor, Recorder(options.direction), options.progress,
+                     completed=completed)
+    trials = tuple(done[run.number][0] for run in batch)
+    return _Stage(count, trials, tuple(done[run.number][1] for run in batch))
+
+
+def _history(stage: _Stage, entropy: int, direction: Direction) -> SearchHistory:
+    """A stage's curator-only history (its count, every run's score and timing, densities, events, the seed)."""
+    return SearchHistory(stage.count, stage.trials, best_trial(stage.trials, direction), stage.densities,
+                         stage.events, entropy)
+
+
+def _released_probes(design: TwoStage, probes: _Stage, direction: Direction) -> tuple[ReleasedProbe, ...]:
+    """What stage 1 releases: every probe (released probes), or the selection's best (none when T = 0)."""
+    trials = probes.trials
+    if isinstance(design.stage1, ProbeSelection):
+        best = best_trial(trials, direction)
+        trials = () if best is None else (trials[best],)
+    return tuple(ReleasedProbe(dict(t.params), None if t.failed else float(t.score)) for t in trials)
+
+
+def _two_stage_result(
+    design: TwoStage, space: SearchSpace, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism], report: TwoStageReport,
+    stages: tuple[_Stage, _Stage], finalists: tuple[int, ...], entropy: int, direction: Direction,
+) -> TwoStageSearchResult:
+    """The release (the best final run, the total ε), the publishable outcome and the curator-only histories."""
+    (probe, final), (probes, finals) = mechanisms, stages
+    best = best_trial(finals.trials, direction)
+    winner = None if best is None else finals.trials[best]
+    failed = winner is None or winner.failed
+    release = Release(
+        params=None if winner is None else dict(winner.params),
+        score=None if winner is None else (math.nan if winner.failed else float(winner.score)),
+        artifact=None if failed or best is None else finals.artifacts[best],
+        epsilon=report.epsilon, delta=report.delta, privacy=report, mechanism=final,
+    )
+    outcome = TwoStageOutcome(design, probe, final, _released_probes(design, probes, direction),
+                              tuple(space.params(i) for i in finalists), report, final_failed=failed)
+    return TwoStageSearchResult(release, _history(probes, entropy, direction), _history(finals, entropy, direction),
+                                outcome)

@@ -1,0 +1,128 @@
+"""``dphypo.tune_two_stage`` end to end on digits (tiny settings): what is trained, released and accounted."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dphypo import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, RepeatAndSelect, TwoStage, tune_two_stage
+from dphypo.api.two_stage import default_probe_epochs, two_stage_mechanisms
+from dphypo.privacy import geometric
+from dphypo.privacy.two_stage import TwoStageDesignError, account_two_stage
+from dphypo.space import Grid, IntGrid, SearchSpace
+from dphypo.train import DPSGD, DPSGDObjective, load_dataset
+
+SPLITS = load_dataset("digits")
+TRAINING = DPSGD.from_splits(SPLITS, batch_size=64, epochs=2, score_noise=0.02 * len(SPLITS.y_val))
+SPACE = SearchSpace({"lr": Grid((0.1, 0.5, 2.0), scale="log"), "clip": Grid((0.5, 2.0), scale="linear")})
+SIGMAS = (3.0, 1.5)
+
+
+class Recording:
+    """A DP-SGD objective (run by run) that records each run's mechanism (epochs, σ); sequential executor."""
+
+    def __init__(self) -> None:
+        self.inner = DPSGDObjective("digits", engine="opacus")
+        self.seen: list[tuple[int, float]] = []
+
+    def __call__(self, params, run):
+        self.seen.append((run.mechanism.epochs, run.mechanism.sigma))
+        return self.inner(params, run)
+
+
+def test_released_probes_then_one_final_run_release_what_each_stage_trained_and_its_epsilon() -> None:
+    design = TwoStage(ProbeRelease(4), FinalRun(), split=0.5)
+    objective = Recording()
+    result = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, seed=7)
+    outcome, release = result.two_stage, result.release
+    # stage 1: four probes at 1 epoch and the probe σ; stage 2: one run at 2 epochs and the final σ
+    assert objective.seen == [(1, 3.0)] * 4 + [(2, 1.5)]
+    assert len(outcome.probes) == 4 and all(p.score is None or 0.0 <= p.score <= 1.2 for p in outcome.probes)
+    best_probe = max((p for p in outcome.probes if p.score is not None), key=lambda p: p.score)
+    assert outcome.finalists == (best_probe.params,) and release.params == best_probe.params
+    assert release.artifact is not None and not outcome.final_failed and math.isfinite(release.score)
+    # a reader recomputes the total from the two mechanisms and the design
+    recomputed = account_two_stage(outcome.probe_mechanism.rdp(), outcome.final_mechanism.rdp(), design.stage1,
+                                   design.stage2, 1e-5)
+    assert release.epsilon <= recomputed.epsilon + 1e-12 and release.privacy.methods["rdp"] == recomputed.epsilon
+    assert release.privacy.method == min(release.privacy.methods, key=release.privacy.methods.get)
+    assert result.history.run_count == 4 and result.final_history.run_count == 1  # curator-only counts
+
+
+def test_a_secret_seed_repeats_the_release_and_fresh_entropy_does_not() -> None:
+    design = TwoStage(ProbeRelease(3))
+    objective = DPSGDObjective("digits")
+    first = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, seed=11)
+    again = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, seed=11)
+    assert first.release.score == again.release.score and first.two_stage.probes == again.two_stage.probes
+    fresh = [tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS).release.score
+             for _ in range(2)]
+    assert fresh[0] != fresh[1]
+
+
+def test_a_final_selection_trains_only_the_stage1_top_k_and_a_probe_selection_releases_its_best_probe() -> None:
+    objective = DPSGDObjective("digits")
+    top3 = TwoStage(ProbeRelease(6, top_k=3), FinalSelection(RepeatAndSelect(geometric(1 / 3))))
+    result = tune_two_stage(objective, SPACE, TRAINING, top3, probe_epochs=1, sigmas=SIGMAS, seed=2)
+    finalists = result.two_stage.finalists
+    assert 1 <= len(finalists) <= 3 and len({tuple(f.values()) for f in finalists}) == len(finalists)
+    assert all(t.params in finalists for t in result.final_history.trials)
+    assert result.release.params in finalists
+
+    selection = TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 4))))
+    result = tune_two_stage(objective, SPACE, TRAINING, selection, probe_epochs=1, sigmas=SIGMAS, seed=3)
+    trials = result.history.trials
+    assert len(result.two_stage.probes) == 1  # a selection releases its best probe only
+    assert result.two_stage.probes[0].params == trials[result.history.best_number].params
+    assert result.release.params == result.two_stage.finalists[0] == result.two_stage.probes[0].params
+
+
+def test_a_calibrated_design_meets_epsilon_and_spends_the_pld_slack_on_less_noise() -> None:
+    design = TwoStage(ProbeRelease(5))
+    probe, final, report = two_stage_mechanisms(TRAINING, design, probe_epochs=1, epsilon=4.0, delta=1e-5)
+    assert report.epsilon <= 4.0 and report.epsilon == pytest.approx(4.0, rel=5e-3)
+    assert set(report.methods) == {"rdp", "pld"} and report.method == "pld"
+    assert report.methods["rdp"] > 4.0  # at these σ RDP alone would not meet the target: the PLD bound is used
+    assert probe.epochs == 1 and final.epochs == 2 and probe.sigma > final.sigma
+
+
+class Untouchable:
+    """An objective that must never be called: every refusal happens before any data is read."""
+
+    optimizer = "sgd"
+
+    def __call__(self, params, run):
+        raise AssertionError("trained although the search should have been refused")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"probe_epochs": 3}, TwoStageDesignError, "probe fidelity above the final one"),
+        ({"probe_epochs": 0}, ValueError, "probe_epochs must be"),
+        ({"sigmas": SIGMAS, "epsilon": 4.0}, ValueError, "exactly one of epsilon"),
+        ({"journal": "x.db"}, ValueError, "does not support a journal"),
+        ({"strategy": "gp", "design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.2))))},
+         TwoStageDesignError, "accounted with C=1, c=1"),
+        ({"design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(1e-9))))}, ValueError,
+         "probes must be at most 1,000,000 expected runs"),
+    ],
+)
+def test_bad_input_fails_in_one_line_before_any_data(kwargs, error, match, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    kwargs = {"sigmas": SIGMAS, **kwargs} if "epsilon" not in kwargs else kwargs
+    with pytest.raises(error, match=match):
+        tune_two_stage(Untouchable(), SPACE, TRAINING, **kwargs)
+
+
+def test_split_and_top_k_are_checked_by_the_design_and_privacy_axes_are_refused() -> None:
+    with pytest.raises(TwoStageDesignError, match="split must be in"):
+        TwoStage(ProbeRelease(4), split=1.0)
+    with pytest.raises(TwoStageDesignError, match="top_k must be at most"):
+        ProbeRelease(2, top_k=3)
+    axes = SearchSpace({"lr": Grid((0.1, 1.0), scale="log"), "batch_size": IntGrid((32, 64))},
+                       privacy_roles={"batch_size": "batch_size"})
+    with pytest.raises(ValueError, match=r"needs dphypo\.tune"):
+        tune_two_stage(Untouchable(), axes, TRAINING, sigmas=SIGMAS)
+    assert default_probe_epochs(10) == 2 and default_probe_epochs(2) == 1
