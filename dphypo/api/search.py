@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Unpack
 
+import numpy as np
+
 from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, calibrate_sigma, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
 from dphypo.privacy.heterogeneous import calibrate_heterogeneous
@@ -42,11 +44,19 @@ from dphypo.train.recipe import DPSGD
 if TYPE_CHECKING:
     from dphypo.train.mechanism import DPSGDMechanism
 
-__all__ = ["DEFAULT_RUNS", "calibrated_sigma", "pass_options", "plan_privacy_axes", "profile_or_skipped",
-           "resolve_strategy", "tune"]
+__all__ = ["DEFAULT_RUNS", "calibrated_sigma", "fresh_entropy", "pass_options", "plan_privacy_axes",
+           "profile_or_skipped", "resolve_strategy", "tune"]
 
 #: Default run count: geometric with E[T] = 20 (a few minutes on a CPU for the digits demo).
 DEFAULT_RUNS = geometric(0.05)
+
+
+def fresh_entropy() -> int:
+    """128 bits of OS entropy, as ``SeedSequence()`` draws them: the secret seed of a search given none (rule 6)."""
+    entropy = np.random.SeedSequence().entropy
+    if not isinstance(entropy, int):  # SeedSequence() without entropy always draws an int; narrows the stub's union
+        raise TypeError(f"SeedSequence().entropy must be an int, got {entropy!r}")
+    return entropy
 
 
 def resolve_strategy(strategy: Strategy | str | None) -> Strategy:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 
-from dphypo.api.search import checked_search
+from dphypo.api.search import checked_search, fresh_entropy
 from dphypo.privacy import PrivacyAccounting, PrivacyReport, RepeatAndSelect, RunCountDistribution
 from dphypo.privacy.subsampled import (
     DpSgdHyperparameters,
@@ -214,7 +214,7 @@ def tune_subsampled(
         raise ValueError("tune_subsampled accounts one DP-SGD mechanism for every run (Koskela-Kulkarni Theorem 1); "
                          "a space with batch-size or epochs axes needs dphypo.tune")
     subset_objective = _checked_subsampling(objective, space, training, fraction, variant)
-    entropy = _fresh_entropy() if run_options.seed is None else int(run_options.seed)
+    entropy = fresh_entropy() if run_options.seed is None else int(run_options.seed)
     split = _SubsampledSearch.build(subset_objective, space, training, search, fraction=fraction, variant=variant,
                                     delta=delta, max_lost=max_lost, entropy=entropy)
     split.report(1.0 if sigma is None else sigma)  # scope (binomial, adaptive Poisson T), mechanisms: before any data
@@ -355,14 +355,6 @@ class _SubsampledSearch:
         release = Release(params=transferred, score=inner.release.score, artifact=artifact, epsilon=kk.epsilon,
                           delta=self.delta, privacy=report, mechanism=final_mechanism)
         return SubsampledSearchResult(release, inner.history, info)
-
-
-def _fresh_entropy() -> int:
-    """128 bits of OS entropy, as ``SeedSequence()`` draws them (the seed of a search given none)."""
-    entropy = np.random.SeedSequence().entropy
-    if not isinstance(entropy, int):  # SeedSequence() without entropy always draws an int; narrows the stub's union
-        raise TypeError(f"SeedSequence().entropy must be an int, got {entropy!r}")
-    return entropy
 
 
 def _transfer(params: dict[str, Any], mechanism: DPSGDMechanism, m: int, n_train: int, q: float, variant: Variant,

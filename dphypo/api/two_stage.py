@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from dphypo.api.search import pass_options, resolve_strategy
+from dphypo.api.search import fresh_entropy, pass_options, resolve_strategy
 from dphypo.privacy.calibration import smallest_sigma
 from dphypo.privacy.profiles import PldProfile, ProfileTooLargeError
 from dphypo.privacy.two_stage import (
@@ -317,7 +317,7 @@ def tune_two_stage(
     epochs = default_probe_epochs(training.epochs) if probe_epochs is None else probe_epochs
     probe, final, report = two_stage_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon, delta=delta,
                                                 sigmas=sigmas)
-    entropy = int(run_options.seed) if run_options.seed is not None else _fresh_entropy()
+    entropy = int(run_options.seed) if run_options.seed is not None else fresh_entropy()
     probe_count, final_count = _run_counts(design, entropy)  # both drawn before any data is touched (rule 2)
     with contextlib.ExitStack() as cleanup:
         executor = make_executor(run_options.executor)
@@ -325,11 +325,12 @@ def tune_two_stage(
             cleanup.callback(executor.close)
         stage_options = dataclasses.replace(run_options, executor=executor)
         probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, stage_options)
-        finalists = _finalists(design, space, probes, run_options.direction)
+        released = _released_probes(design, probes, run_options.direction)
+        finalists = _finalists(released, space, design.stage1.top_k, run_options.direction)
         finals = _final_stage(objective, space, finalists, final, final_count, entropy, stage_options,
                               completed=len(probes.trials))
-    return _two_stage_result(design, space, (probe, final), report, (probes, finals), finalists, entropy,
-                             run_options.direction)
+    return _two_stage_result(design, space, (probe, final), report, (probes, finals), (released, finalists),
+                             entropy, run_options.direction)
 
 
 def _probe_strategy(strategy: Strategy | str | None, design: TwoStage) -> Strategy:
@@ -343,11 +344,6 @@ def _probe_strategy(strategy: Strategy | str | None, design: TwoStage) -> Strate
                 f"onto C={chosen.C:g}, c={chosen.c:g}: use a strategy with the selection's bounds"
             )
     return chosen
-
-
-def _fresh_entropy() -> int:
-    """128 bits of OS entropy (the secret seed of a search given none, privacy rule 6)."""
-    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]  # SeedSequence() always draws an int
 
 
 def _stream(entropy: int, tag: int, key: int) -> np.random.SeedSequence:
@@ -398,24 +394,23 @@ def _probe_stage(objective: Objective, space: SearchSpace, strategy: Strategy, p
     return _Stage(count, tuple(trace.trials), tuple(trace.artifacts), tuple(trace.densities), tuple(trace.events))
 
 
-def _finalists(design: TwoStage, space: SearchSpace, probes: _Stage, direction: Direction) -> tuple[int, ...]:
-    """Grid indices of the stage-1 top k (distinct, best first), from the released scores only.
+def _finalists(released: tuple[ReleasedProbe, ...], space: SearchSpace, top_k: int, direction: Direction
+               ) -> tuple[int, ...]:
+    """Grid indices of the stage-1 top k (distinct, best first), computed from stage 1's release alone.
 
-    A selection hands over its released best probe; released probes hand over their k best distinct points. When
-    stage 1 yields no successful probe (T = 0, or every probe failed) the prior's mode, a data-independent default
-    (as :func:`~dphypo.api.tune_subsampled` does), is the one finalist.
+    Stage 2 is then post-processing of what stage 1 released (the composition theorem's condition): a selection
+    hands over its released best probe, released probes their k best distinct points (ties: the earlier probe).
+    When stage 1 released no successful probe (T = 0, or every probe failed) the prior's mode, a data-independent
+    default (as :func:`~dphypo.api.tune_subsampled` does), is the one finalist.
     """
-    ranked = [t for t in probes.trials if not t.failed]
-    if isinstance(design.stage1, ProbeSelection):
-        best = best_trial(probes.trials, direction)
-        ranked = [] if best is None or probes.trials[best].failed else [probes.trials[best]]
     sign = -1.0 if direction == "maximize" else 1.0
-    ranked.sort(key=lambda t: (sign * t.score, t.number))
+    ranked = sorted((p for p in released if p.score is not None), key=lambda p: sign * (p.score or 0.0))  # stable
     top: list[int] = []
-    for trial in ranked:
-        if trial.grid_index not in top:
-            top.append(trial.grid_index)
-        if len(top) == design.stage1.top_k:
+    for probe in ranked:
+        index = space.index(probe.params)
+        if index not in top:
+            top.append(index)
+        if len(top) == top_k:
             break
     return tuple(top) if top else (int(np.argmax(space.prior)),)
 
@@ -451,10 +446,11 @@ def _released_probes(design: TwoStage, probes: _Stage, direction: Direction) -> 
 
 def _two_stage_result(
     design: TwoStage, space: SearchSpace, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism], report: TwoStageReport,
-    stages: tuple[_Stage, _Stage], finalists: tuple[int, ...], entropy: int, direction: Direction,
+    stages: tuple[_Stage, _Stage], handed_over: tuple[tuple[ReleasedProbe, ...], tuple[int, ...]], entropy: int,
+    direction: Direction,
 ) -> TwoStageSearchResult:
     """The release (the best final run, the total ε), the publishable outcome and the curator-only histories."""
-    (probe, final), (probes, finals) = mechanisms, stages
+    (probe, final), (probes, finals), (released, finalists) = mechanisms, stages, handed_over
     best = best_trial(finals.trials, direction)
     winner = None if best is None else finals.trials[best]
     failed = winner is None or winner.failed
@@ -464,7 +460,7 @@ def _two_stage_result(
         artifact=None if failed or best is None else finals.artifacts[best],
         epsilon=report.epsilon, delta=report.delta, privacy=report, mechanism=final,
     )
-    outcome = TwoStageOutcome(design, probe, final, _released_probes(design, probes, direction),
-                              tuple(space.params(i) for i in finalists), report, final_failed=failed)
+    outcome = TwoStageOutcome(design, probe, final, released, tuple(space.params(i) for i in finalists), report,
+                              final_failed=failed)
     return TwoStageSearchResult(release, _history(probes, entropy, direction), _history(finals, entropy, direction),
                                 outcome)
