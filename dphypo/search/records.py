@@ -25,10 +25,15 @@ __all__ = ["DataFailure", "PrivateScore", "Run", "RunContext", "RunMechanism", "
 
 
 class DataFailure(DphypoError):
-    """Raise from an objective when a run failed *because of the data* (e.g. the loss diverged).
+    """Raise from an objective when a run failed, decided from its DP outputs only (e.g. non-finite parameters).
 
     The run then scores worst and is not retried (privacy rule 5): retrying would make the number of runs, and so
-    the release, depend on the data. A non-finite returned score, and *any* other exception the objective raises
+    the release, depend on the data. Whether a run failed is part of what a search releases (a failed released probe
+    has no score), so base it only on what the run's DP mechanism released — the parameters of the model trained
+    through ``run.make_private`` (e.g. not finite after an optimizer step) or the noisy score — never on a training
+    loss, a per-example gradient or a record: one record whose loss overflows would decide it, outside ε. (dphypo's
+    own training decides failure this way, and the optimizer of ``run.make_private`` gives a record whose
+    per-example gradient is not finite a zero contribution before clipping.) A non-finite returned score, and *any* other exception the objective raises
     (an out-of-memory error driven by a Poisson batch's size, a failure on some record), are treated the same
     way, because code that runs on the data can fail because of the data (docs/parallel.md). Only what cannot
     depend on the data stops a search: the worker process or host dying (charged up front, see

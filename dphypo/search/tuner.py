@@ -211,7 +211,8 @@ class Tuner:
         journal = self.options.journal
         self.journal = None if journal is None else check_output_file(journal, "journal")
         self._search: SearchRun | None = None  # an ask/tell search, started by the first ask()
-        self._attempts: dict[int, int] = {}  # asked and not told: run number -> journaled attempt
+        # asked and not told: run number -> (journaled attempt, the run context this tuner opened for it)
+        self._attempts: dict[int, tuple[int, RunContext]] = {}
         self.objective_id = objective_id if objective_id is not None else _objective_description(objective)
 
     def _stream(self, *key: int) -> np.random.SeedSequence:
@@ -259,8 +260,9 @@ class Tuner:
         if run is None:
             return None
         params = self.space.params(run.grid_index)
-        self._attempts[run.number] = self._search.recorder.started(run.number, run.grid_index, params)
-        return Candidate(run.number, params, run.open())
+        context = run.open()
+        self._attempts[run.number] = (self._search.recorder.started(run.number, run.grid_index, params), context)
+        return Candidate(run.number, params, context)
 
     def tell(self, candidate: Candidate, score: Any, artifact: Any = None) -> None:
         """Record a candidate's score (and what it produced, e.g. the trained model).
@@ -277,16 +279,23 @@ class Tuner:
             RunMisuse: The run misused its mechanism (e.g. never trained through ``run.make_private``); the search
                 stops.
             TypeError: A bare number where the mechanism releases a noisy score.
+            ValueError: A candidate this tuner did not hand out (another tuner's, or one told already).
         """
         search = self._search
         if search is None or candidate.number not in self._attempts:
             raise ValueError(f"candidate {candidate.number} was not asked from this tuner, or was told already")
-        run = candidate.run
+        attempt, run = self._attempts[candidate.number]
+        # Only the run this tuner opened carries this tuner's mechanism (σ, budget check): a candidate another tuner
+        # handed out trained under another mechanism, and this tuner's ε would not cover it (privacy rule 8).
+        if candidate.run is not run:
+            raise ValueError(f"candidate {candidate.number} was not handed out by this tuner (its run is another "
+                             "tuner's): tell each tuner only the candidates its own ask() returned")
         value = math.nan if not _is_finite_number(score) else checked_score(score, score, run)
         run.check(finished=math.isfinite(value))
         trial = search.trial_of(run.run, value, error=None if math.isfinite(value) else "non-finite score")
         kept = run.released_artifact(artifact) if math.isfinite(value) else None
-        search.recorder.finished(self._attempts.pop(candidate.number), trial, kept)
+        del self._attempts[candidate.number]
+        search.recorder.finished(attempt, trial, kept)
         search.tell(candidate.number, trial, kept)
         if self.progress is not None:
             self.progress(len(search.trace.trials))

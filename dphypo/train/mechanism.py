@@ -35,7 +35,7 @@ from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.two_stage import TwoStageDesignError
 from dphypo.privacy.validation import check_int_at_least, check_positive
 from dphypo.search.records import Run, RunContext, RunMisuse
-from dphypo.train.opacus import GRAD_SAMPLE_MODES, attach_engine, memory_safe_loader
+from dphypo.train.opacus import attach_engine, check_grad_sample_mode, memory_safe_loader
 
 if TYPE_CHECKING:
     from dphypo.privacy.profiles import PldProfile
@@ -280,7 +280,6 @@ class DPSGDRun(RunContext):
         *,
         max_grad_norm: float,
         grad_sample_mode: str = "hooks",
-        criterion: Any = None,
         max_physical_batch_size: int | None = None,
     ) -> tuple[Any, ...]:
         """Wrap a model for DP-SGD exactly as the mechanism says, and register the engine for the budget check.
@@ -290,42 +289,38 @@ class DPSGDRun(RunContext):
             optimizer: A torch optimizer over ``module``'s parameters.
             data_loader: A ``DataLoader`` over the training split with ``batch_size=mechanism.batch_size``.
             max_grad_norm: Per-example clipping norm C > 0.
-            grad_sample_mode: Opacus's per-sample gradient mode: ``"hooks"`` (default), ``"functorch"``, ``"ew"``
-                or ``"ghost"`` (ghost clipping: Li et al. 2022 / Bu et al. 2023 fast gradient clipping, which needs
-                ``criterion`` and returns it wrapped). The mechanism — per-example clipping to C, Gaussian noise
-                σC on the sum, Poisson sampling — and hence the accounted ε are the same in every mode.
-            criterion: The loss module, for ``grad_sample_mode="ghost"`` only.
+            grad_sample_mode: Opacus's per-sample gradient mode: ``"hooks"`` (default), ``"functorch"`` or ``"ew"``.
+                The mechanism — per-example clipping to C, Gaussian noise σC on the sum, Poisson sampling — and hence
+                the accounted ε are the same in every mode. A record whose per-example gradient is not finite
+                contributes zero (:func:`~dphypo.train.opacus.drop_non_finite_examples`), so a run fails only when
+                its noisy update does. Ghost clipping is refused: it cannot drop such a record (see
+                :data:`~dphypo.train.opacus.GRAD_SAMPLE_MODES`).
             max_physical_batch_size: Process each Poisson batch in chunks of at most this many examples (Opacus's
                 ``BatchMemoryManager``): the optimizer steps once per logical batch, so the mechanism and ε are
                 unchanged; only memory is bounded.
 
         Returns:
-            ``(module, optimizer, data_loader)`` as wrapped by Opacus, or ``(module, optimizer, criterion,
-            data_loader)`` with ``grad_sample_mode="ghost"``.
+            ``(module, optimizer, data_loader)`` as wrapped by Opacus.
 
         Raises:
             RunMisuse: The mechanism refuses the arguments (a second call, a bad clipping norm, a loader whose length
-                differs from the mechanism's, ghost clipping without a criterion); recorded on the run.
+                differs from the mechanism's, ghost clipping); recorded on the run.
         """
         try:
-            return self._make_private(module, optimizer, data_loader, max_grad_norm, grad_sample_mode, criterion,
+            return self._make_private(module, optimizer, data_loader, max_grad_norm, grad_sample_mode,
                                       max_physical_batch_size)
         except ValueError as exc:
             raise self._misused(exc) from exc
 
     def _make_private(
         self, module: Any, optimizer: Any, data_loader: Any, max_grad_norm: float, grad_sample_mode: str,
-        criterion: Any, max_physical_batch_size: int | None,
+        max_physical_batch_size: int | None,
     ) -> tuple[Any, ...]:
         mechanism = self.dpsgd
         if self.engines:
             raise ValueError("make_private was already called for this run; one DP-SGD training per run")
         check_positive("max_grad_norm", max_grad_norm)
-        if grad_sample_mode not in GRAD_SAMPLE_MODES:
-            raise ValueError(f"grad_sample_mode must be one of {GRAD_SAMPLE_MODES}, got {grad_sample_mode!r}")
-        if (grad_sample_mode == "ghost") != (criterion is not None):
-            raise ValueError("criterion is needed with grad_sample_mode='ghost' (ghost clipping wraps the loss), "
-                             "and only then")
+        check_grad_sample_mode(grad_sample_mode)
         if max_physical_batch_size is not None and not (
             isinstance(max_physical_batch_size, numbers.Integral) and max_physical_batch_size >= 1
         ):
@@ -338,19 +333,17 @@ class DPSGDRun(RunContext):
                 f"loader with batch_size={mechanism.batch_size} over {mechanism.n_train} examples"
             )
         seeded = not mechanism.secure_mode  # secure mode: Opacus's CSPRNG for noise and batches, nothing seeded
-        engine, wrapped, optimizer, wrapped_criterion, dp_loader = attach_engine(
+        engine, wrapped, optimizer, dp_loader = attach_engine(
             module, optimizer, data_loader, sigma=mechanism.sigma, max_grad_norm=max_grad_norm,
             secure_mode=mechanism.secure_mode,
             noise_seed=run_stream_seed(self.seed, NOISE_STREAM) if seeded else None,
             sampling_seed=run_stream_seed(self.seed, SAMPLING_STREAM) if seeded else None,
-            steps_per_epoch=mechanism.steps_per_epoch, grad_sample_mode=grad_sample_mode, criterion=criterion,
+            steps_per_epoch=mechanism.steps_per_epoch, grad_sample_mode=grad_sample_mode,
         )
         self.engines.append(engine)
         self.wrapped.append((wrapped, module))  # released as the plain nn.Module, never Opacus's wrapper
         if max_physical_batch_size is not None:
             dp_loader = memory_safe_loader(dp_loader, optimizer, max_physical_batch_size, self._memory)
-        if grad_sample_mode == "ghost":
-            return wrapped, optimizer, wrapped_criterion, dp_loader
         return wrapped, optimizer, dp_loader
 
     def book(self, engine: Any) -> None:

@@ -2,7 +2,7 @@
 
 ``DPSGDObjective(dataset, model, mechanism)(params, run)`` trains the model with Opacus under ``run.mechanism`` using
 the hyperparameters ``lr`` and ``clip`` and returns ``(private_accuracy, TrainedModel)``: the score and the model are
-the run's DP output (privacy rule 4). A diverged run (non-finite loss or parameters) raises
+the run's DP output (privacy rule 4). A diverged run (a noisy update made the parameters non-finite) raises
 :class:`~dphypo.search.records.DataFailure`, so it scores worst and is not retried (privacy rule 5).
 
 In a search the objective trains its runs in *passes* (:meth:`DPSGDObjective.train_pass`, the
@@ -345,7 +345,7 @@ class DPSGDObjective:
         ``$DPHYPO_TORCH_THREADS`` says otherwise); the caller's thread count is restored afterwards.
 
         Raises:
-            DataFailure: The loss or the parameters became non-finite (the run diverged).
+            DataFailure: A noisy update made the parameters non-finite (the run diverged).
             ValueError: Missing/unknown/invalid hyperparameters, or a mechanism whose sizes do not match the splits.
         """
         with torch_threads():
@@ -489,20 +489,24 @@ def _hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
 
 
 def _train(model: nn.Module, optimizer: Any, loader: Any, epochs: int, device: torch.device) -> None:
-    """Plain DP-SGD epochs; raises :class:`DataFailure` on a non-finite loss or parameter."""
+    """Plain DP-SGD epochs; raises :class:`DataFailure` when a noisy update made the parameters non-finite.
+
+    Failure is decided from the DP output alone (privacy rule 5): the training loss is never inspected (it is a raw,
+    per-record quantity: one record whose loss overflows would decide it), and a record whose per-example gradient
+    is not finite contributes zero before clipping (the optimizer of :meth:`~dphypo.train.DPSGDRun.make_private`
+    drops it). An empty Poisson batch has a NaN mean loss and no per-example gradients: its step only adds noise.
+    """
     criterion = nn.CrossEntropyLoss()
     model.train()
+    step = 0
     with quiet_opacus():
         for epoch in range(epochs):
             for x, y in loader:
                 x, y = x.to(device), y.to(device)
                 optimizer.zero_grad(set_to_none=True)
-                loss = criterion(model(x), y)
-                # An empty Poisson batch has a NaN mean loss but zero per-example gradients: the step only adds
-                # noise, as the analysis assumes, so it is taken and not treated as a failure.
-                if y.numel() and not torch.isfinite(loss):
-                    raise DataFailure(f"non-finite training loss {loss.item()} in epoch {epoch}")
-                loss.backward()
+                criterion(model(x), y).backward()
                 optimizer.step()
-            if not all(torch.isfinite(p).all() for p in model.parameters()):
-                raise DataFailure(f"non-finite model parameters after epoch {epoch}")
+                if not all(torch.isfinite(p).all() for p in model.parameters()):
+                    raise DataFailure(f"non-finite model parameters after the noisy update of step {step} "
+                                      f"(epoch {epoch})")
+                step += 1

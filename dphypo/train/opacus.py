@@ -15,7 +15,9 @@ from typing import Any
 __all__ = [
     "GRAD_SAMPLE_MODES",
     "attach_engine",
+    "check_grad_sample_mode",
     "csprng_available",
+    "drop_non_finite_examples",
     "memory_safe_loader",
     "quiet_opacus",
     "require_csprng",
@@ -35,8 +37,65 @@ def quiet_opacus() -> Iterator[None]:
         yield
 
 
-#: Opacus's per-sample gradient modes dphypo lets a run choose (the mechanism and ε are the same in each).
-GRAD_SAMPLE_MODES = ("hooks", "functorch", "ew", "ghost")
+#: Opacus's per-sample gradient modes dphypo lets a run choose (the mechanism and ε are the same in each). Ghost
+#: clipping is not among them: its second backward pass sums every record's rescaled loss, so a record whose gradient
+#: is not finite makes the whole update non-finite (0 · ∞), and one record would decide the run's failure outside ε
+#: (privacy rule 5); the modes here materialise per-example gradients, which :func:`drop_non_finite_examples` cleans.
+GRAD_SAMPLE_MODES = ("hooks", "functorch", "ew")
+
+
+def check_grad_sample_mode(grad_sample_mode: str) -> None:
+    """Refuse a per-sample gradient mode outside :data:`GRAD_SAMPLE_MODES`, in one line (ghost clipping: why).
+
+    Raises:
+        ValueError: Ghost clipping, or an unknown mode.
+    """
+    if grad_sample_mode == "ghost":
+        raise ValueError("grad_sample_mode='ghost' is refused: ghost clipping's second backward pass sums every "
+                         "record's loss, so one record with a non-finite gradient makes the whole update non-finite "
+                         "and decides the run's failure outside epsilon (privacy rule 5); use 'hooks', 'functorch' "
+                         "or 'ew'")
+    if grad_sample_mode not in GRAD_SAMPLE_MODES:
+        raise ValueError(f"grad_sample_mode must be one of {GRAD_SAMPLE_MODES}, got {grad_sample_mode!r}")
+
+
+def drop_non_finite_examples(optimizer: Any) -> None:
+    """Make a record whose per-example gradient is not finite contribute zero before Opacus clips (in place).
+
+    Opacus's clip factor ``min(1, C / (‖g_i‖ + 1e-6))`` is 0 for an infinite norm and NaN for a NaN one, and
+    ``0 · ∞ = NaN``: one record with an overflowing loss would make the noisy sum, hence the run's "failure", a
+    function of that record alone, which neither DP-SGD nor the score release bounds. Zeroing the record's
+    per-example gradients (every parameter's, so its total norm is 0) keeps each record's clipped term within norm C,
+    so the mechanism and its ε are unchanged, and a run then fails only when its released noisy update is not finite.
+
+    Args:
+        optimizer: Opacus's ``DPOptimizer`` (its ``clip_and_accumulate`` is wrapped on this instance).
+    """
+    import torch
+
+    clip_and_accumulate = optimizer.clip_and_accumulate
+
+    def finite_rows(grad_sample: Any) -> Any:
+        return torch.isfinite(grad_sample.reshape(len(grad_sample), -1)).all(1)
+
+    def zero_rows(grad_sample: Any, keep: Any) -> None:
+        grad_sample.copy_(torch.where(keep.view(-1, *([1] * (grad_sample.dim() - 1))), grad_sample, 0))
+
+    def cleaned() -> None:
+        params = [p for p in optimizer.params if getattr(p, "grad_sample", None) is not None]
+        parts = [p.grad_sample if isinstance(p.grad_sample, list) else [p.grad_sample] for p in params]
+        for batch in zip(*parts, strict=True):  # one entry per accumulated physical batch
+            if not batch or len(batch[0]) == 0:
+                continue
+            keep = finite_rows(batch[0])
+            for grad_sample in batch[1:]:
+                keep = keep & finite_rows(grad_sample)
+            if not bool(keep.all()):
+                for grad_sample in batch:
+                    zero_rows(grad_sample, keep)
+        clip_and_accumulate()
+
+    optimizer.clip_and_accumulate = cleaned
 
 
 def attach_engine(
@@ -51,8 +110,7 @@ def attach_engine(
     sampling_seed: int | None,
     steps_per_epoch: int,
     grad_sample_mode: str = "hooks",
-    criterion: Any = None,
-) -> tuple[Any, Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any]:
     """One Opacus ``PrivacyEngine`` (RDP accountant, Poisson sampling) around a model, seeded as given.
 
     Args:
@@ -65,26 +123,24 @@ def attach_engine(
         noise_seed: Seed of the noise generator (``None`` in secure mode).
         sampling_seed: Seed of the Poisson sampler (``None`` in secure mode).
         steps_per_epoch: Batches per epoch the caller's accounting expects of Opacus's ``DPDataLoader``.
-        grad_sample_mode: One of :data:`GRAD_SAMPLE_MODES` (``"ghost"``: fast gradient clipping, with ``criterion``).
-        criterion: The loss module (``"ghost"`` only; Opacus returns it wrapped).
+        grad_sample_mode: One of :data:`GRAD_SAMPLE_MODES`.
 
     Returns:
-        ``(engine, module, optimizer, criterion, dp_loader)`` as wrapped by Opacus (``criterion`` is ``None``
-        unless ghost clipping).
+        ``(engine, module, optimizer, dp_loader)`` as wrapped by Opacus; the optimizer drops a record whose
+        per-example gradient is not finite before clipping (:func:`drop_non_finite_examples`).
 
     Raises:
+        ValueError: A mode outside :data:`GRAD_SAMPLE_MODES` (ghost clipping, with the reason).
         RuntimeError: Opacus's loader yields another number of batches than ``steps_per_epoch``.
     """
     import torch
     from opacus import PrivacyEngine
 
+    check_grad_sample_mode(grad_sample_mode)
     if secure_mode:
         require_csprng()
     device = next(iter(module.parameters())).device
     noise = None if noise_seed is None else torch.Generator(device=device).manual_seed(noise_seed)
-    options: dict[str, Any] = {"grad_sample_mode": grad_sample_mode}
-    if criterion is not None:
-        options["criterion"] = criterion
     with quiet_opacus():
         engine = PrivacyEngine(accountant="rdp", secure_mode=secure_mode)
         made = engine.make_private(
@@ -95,12 +151,10 @@ def attach_engine(
             max_grad_norm=float(max_grad_norm),
             poisson_sampling=True,
             noise_generator=noise,
-            **options,
+            grad_sample_mode=grad_sample_mode,
         )
-    if criterion is not None:
-        module, optimizer, criterion, dp_loader = made
-    else:
-        module, optimizer, dp_loader = made
+    module, optimizer, dp_loader = made
+    drop_non_finite_examples(optimizer)
     if sampling_seed is not None:  # Opacus builds the Poisson sampler from data_loader.generator (global RNG if None)
         sampling = torch.Generator().manual_seed(sampling_seed)
         dp_loader.batch_sampler.generator = sampling
@@ -110,7 +164,7 @@ def attach_engine(
             f"Opacus's DPDataLoader yields {len(dp_loader)} batches per epoch, the mechanism expected "
             f"{steps_per_epoch}; this Opacus version samples differently from what dphypo accounts for"
         )
-    return engine, module, optimizer, criterion, dp_loader
+    return engine, module, optimizer, dp_loader
 
 
 def memory_safe_loader(dp_loader: Any, optimizer: Any, max_physical_batch_size: int, contexts: list[Any]) -> Any:

@@ -12,8 +12,9 @@ have given it:
 * its own booking (:meth:`DPSGDRun.book`), which the run's ``check`` compares with the mechanism
   (:func:`~dphypo.train.mechanism.check_budget`);
 * its own released score: ``run.private_score(correct)`` from the run's secret score stream (privacy rule 4);
-* its own failure: a candidate whose loss or parameters became non-finite is a
-  :class:`~dphypo.search.records.DataFailure` of that run only (privacy rule 5); the others are unaffected.
+* its own failure: a candidate whose noisy update made its parameters non-finite is a
+  :class:`~dphypo.search.records.DataFailure` of that run only (privacy rule 5: decided from the DP output, never
+  from a loss); the others are unaffected.
 
 The pass is padded with dummy candidates (fresh OS-entropy seeds; trained, then discarded unseen) up to the search's
 pass size, so a pass takes as long whether it holds 1 or K real runs: a timing observer learns the number of passes,

@@ -98,6 +98,27 @@ def test_tell_refuses_a_foreign_or_repeated_candidate_and_result_waits_for_every
         tuner.tell(type(other)(7, other.params, other.run), 0.1)
 
 
+def test_tell_refuses_a_candidate_another_tuner_handed_out_with_the_same_number() -> None:
+    """Tuner A (σ 1.1) told a candidate trained through tuner B's run (σ 0.3): A's ε would not cover that model."""
+    def tuner(sigma: float) -> Tuner:
+        mechanism = DPSGDMechanism(sigma=sigma, batch_size=4, epochs=1, n_train=8, n_val=10, score_noise=2.0)
+        privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.5)), mechanism.rdp(), 1e-5)
+        return Tuner(None, SPACE, privacy, mechanism=mechanism, seed=3)
+
+    a, b = tuner(1.1), tuner(0.3)
+    mine, foreign = a.ask(), b.ask()
+    assert mine is not None and foreign is not None and mine.number == foreign.number == 0
+    assert foreign.params == mine.params  # same seed: only the run (and its σ) tells them apart
+    train_privately(foreign.run)
+    score = foreign.run.private_score(7)
+    with pytest.raises(ValueError, match="not handed out by this tuner"):
+        a.tell(foreign, score)
+    with pytest.raises(ValueError, match="not handed out by this tuner"):  # the same number and params, B's run
+        a.tell(type(mine)(mine.number, mine.params, foreign.run), score)
+    train_privately(mine.run)  # A's own candidate is still pending and is accepted
+    a.tell(mine, mine.run.private_score(7))
+
+
 def test_tell_refuses_a_bare_score_when_the_mechanism_releases_a_noisy_one() -> None:
     mechanism = DPSGDMechanism(sigma=1.0, batch_size=4, epochs=1, n_train=8, n_val=10, score_noise=2.0)
     privacy = PrivacyAccounting(RepeatAndSelect(geometric(0.5)), mechanism.rdp(), 1e-5)

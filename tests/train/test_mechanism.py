@@ -148,47 +148,42 @@ def test_dpsgd_mechanism_curve_and_profile_describe_the_same_mechanism() -> None
 
 
 
-# -- Opacus options the run context exposes: ghost clipping, BatchMemoryManager ---------------------------------
+# -- Opacus options the run context exposes: per-sample gradient modes, BatchMemoryManager -----------------------
 def _model() -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Linear(4, 3))
 
 
-def test_ghost_clipping_trains_under_the_same_mechanism_and_budget() -> None:
-    mechanism = _mechanism()
-    run = Run(0, 5, None, 0, mechanism).open()
-    model = _model()
-    wrapped, optimizer, criterion, loader = run.make_private(
-        model, torch.optim.SGD(model.parameters(), lr=0.5), _loader(mechanism.n_train, mechanism.batch_size),
-        max_grad_norm=1.0, grad_sample_mode="ghost", criterion=torch.nn.CrossEntropyLoss(),
-    )
-    before = [p.detach().clone() for p in model.parameters()]
-    with quiet_opacus():
-        for _ in range(mechanism.epochs):
-            for x, y in loader:
-                optimizer.zero_grad()
-                criterion(wrapped(x), y).backward()  # ghost clipping: the wrapped criterion does the second pass
-                optimizer.step()
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # it trained
-    assert run.engines[0].accountant.history == [(1.0, mechanism.sample_rate, mechanism.steps)]
-    run.check()
-    assert run.to_standard_module(wrapped) is model
-
-
-def test_ghost_clipping_needs_its_criterion_and_only_it() -> None:
-    for mode, criterion in (("ghost", None), ("hooks", torch.nn.CrossEntropyLoss())):
+def test_ghost_clipping_and_unknown_modes_are_refused_and_recorded() -> None:
+    """Ghost clipping's second backward pass cannot drop a record with a non-finite gradient (privacy rule 5)."""
+    for mode, match in (("ghost", "ghost clipping's second backward pass"), ("fast", "grad_sample_mode must be")):
         run = Run(0, 5, None, 0, _mechanism()).open()
         model = _model()
-        with pytest.raises(RunMisuse, match="criterion is needed with grad_sample_mode='ghost'"):
+        with pytest.raises(RunMisuse, match=match):
             run.make_private(model, torch.optim.SGD(model.parameters(), lr=0.1), _loader(64, 8), max_grad_norm=1.0,
-                             grad_sample_mode=mode, criterion=criterion)
+                             grad_sample_mode=mode)
         with pytest.raises(RunMisuse):
             run.check(finished=True)  # the misuse was recorded on the run: the search stops
-    with pytest.raises(RunMisuse, match="grad_sample_mode must be one of"):
-        Run(0, 5, None, 0, _mechanism()).open().make_private(
-            _model(), torch.optim.SGD(_model().parameters(), lr=0.1), _loader(64, 8), max_grad_norm=1.0,
-            grad_sample_mode="fast")
+
+
+@pytest.mark.parametrize("mode", ["hooks", "functorch", "ew"])
+def test_every_mode_drops_a_record_with_a_non_finite_gradient(mode: str) -> None:
+    mechanism = _mechanism(n_train=64, batch_size=32, epochs=1)
+    x = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
+    x[5] = math.nan
+    run = Run(0, 5, None, 0, mechanism).open()
+    model = _model()
+    wrapped, optimizer, loader = run.make_private(
+        model, torch.optim.SGD(model.parameters(), lr=0.5),
+        torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.arange(64) % 3), batch_size=32),
+        max_grad_norm=1.0, grad_sample_mode=mode)
+    with quiet_opacus():
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(wrapped(xb), yb).backward()
+            optimizer.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def test_a_physical_batch_cap_steps_once_per_logical_batch_within_the_budget() -> None:

@@ -78,22 +78,35 @@ def test_unprivatised_score_is_the_exact_validation_accuracy() -> None:
     assert score == evaluate_accuracy(model.module(), SPLITS.x_val, SPLITS.y_val, "cpu") / len(SPLITS.y_val)
 
 
-def test_divergent_learning_rate_is_a_data_failure() -> None:
-    with pytest.raises(DataFailure, match="non-finite"):
-        OBJECTIVE({"lr": 1e38, "clip": 1.0}, _run(0))
+def test_a_noisy_update_that_overflows_is_a_data_failure() -> None:
+    with pytest.raises(DataFailure, match="non-finite model parameters after the noisy update of step 0 "):
+        OBJECTIVE({"lr": 1e12, "clip": 1e30}, _run(0))  # noise σ·C = 1e30 times lr 1e12: the first update overflows
 
 
-def test_nan_in_the_data_is_a_data_failure() -> None:
-    mechanism = DPSGDMechanism(sigma=1.0, batch_size=4, epochs=1, n_train=16, n_val=1)
-    x = torch.ones(16, 1, 8, 8)
-    x[3, 0, 2, 2] = math.nan
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
-    loader = DataLoader(TensorDataset(x, torch.zeros(16, dtype=torch.long)), batch_size=4)
-    wrapped, optimizer, dp_loader = _run(0, mechanism).make_private(
-        model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
-    )
-    with pytest.raises(DataFailure):
-        _train(wrapped, optimizer, dp_loader, 3, torch.device("cpu"))
+def test_a_record_with_a_non_finite_gradient_is_dropped_not_a_data_failure() -> None:
+    """Privacy rule 5: a NaN record contributes zero before clipping; the run equals one where it has no gradient."""
+    mechanism = DPSGDMechanism(sigma=1.0, batch_size=4, epochs=3, n_train=16, n_val=1)
+
+    def train(x: torch.Tensor) -> list[torch.Tensor]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10, bias=False))
+        loader = DataLoader(TensorDataset(x, torch.arange(16) % 10), batch_size=4)
+        wrapped, optimizer, dp_loader = _run(0, mechanism).make_private(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), loader, max_grad_norm=1.0
+        )
+        _train(wrapped, optimizer, dp_loader, mechanism.epochs, torch.device("cpu"))
+        return [p.detach().clone() for p in model.parameters()]
+
+    x = torch.rand(16, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    x[3] = 0.0  # a bias-free linear model: a zero input has a zero gradient, exactly what a dropped record adds
+    clean = train(x)
+    for value in (math.nan, math.inf):
+        x[3, 0, 2, 2] = value
+        poisoned = train(x)
+        assert all(torch.equal(a, b) for a, b in zip(clean, poisoned, strict=True))
+    x[3] = 3e38  # its loss overflows to inf: the loss is not inspected, so this is no failure either
+    assert all(torch.isfinite(p).all() for p in train(x))
 
 
 def test_empty_poisson_batches_are_not_failures() -> None:

@@ -286,24 +286,60 @@ def test_a_diverging_candidate_is_frozen_and_failed_without_touching_the_others(
     engine = VectorizedDPSGD("digits-mlp", mechanism, DIGITS.x_train, DIGITS.y_train, DIGITS.x_val, DIGITS.y_val,
                              options=CPU)
     good = [Candidate(lr=0.5, clip=1.0, seed=5), Candidate(lr=1.0, clip=2.0, seed=6)]
-    bad = Candidate(lr=1e12, clip=1e30, seed=7)  # its first update overflows: the Opacus path raises DataFailure
-    with pytest.raises(DataFailure):
+    bad = Candidate(lr=1e12, clip=1e30, seed=7)  # its first noisy update overflows: the Opacus path raises DataFailure
+    with pytest.raises(DataFailure, match="noisy update of step 0 "):
         DPSGDObjective("digits", "digits-mlp", mechanism, device="cpu")({"lr": bad.lr, "clip": bad.clip},
                                                                    Run(0, bad.seed, None, 0, mechanism).open())
     with_bad = engine.run([good[0], bad, good[1]]).results
     replaced = engine.run([good[0], Candidate(lr=0.1, clip=1.0, seed=8), good[1]]).results
     without = engine.run(good).results
     assert with_bad[1].failed and with_bad[1].correct == 0
-    assert with_bad[1].failure is not None and "non-finite" in with_bad[1].failure
-    # Its first update overflowed, the loss of step 1 is non-finite: frozen there, one step taken and booked (as the
-    # Opacus accountant, whose run raised DataFailure before step 1's optimizer step).
-    assert with_bad[1].failure.startswith("non-finite training loss at step 1 ")
+    # Decided from the DP output: the noisy update of step 0 made its parameters non-finite; that step used the data
+    # and is booked (as the Opacus accountant, whose run raised DataFailure after step 0's optimizer step).
+    assert with_bad[1].failure is not None
+    assert with_bad[1].failure.startswith("non-finite model parameters after the noisy update of step 0 ")
     assert with_bad[1].booked.history == ((1.0, mechanism.sample_rate, 1),)
     for i, j in ((0, 0), (2, 1)):
         assert not with_bad[i].failed
         assert _same(with_bad[i].state_dict, replaced[i].state_dict)  # same K: bit-for-bit
         assert _same(with_bad[i].state_dict, without[j].state_dict, atol=1e-5)
         assert with_bad[i].correct == without[j].correct
+
+
+def _poisoned(kind: str, n: int, value: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Data whose record 3 has a non-finite per-example gradient (a NaN pixel, or one so large the loss overflows)."""
+    x, y = _data(kind, n)
+    x[3] = value
+    return x, y
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+@pytest.mark.parametrize("value", [math.nan, 3e38], ids=["nan", "overflow"])
+def test_a_record_with_a_non_finite_gradient_contributes_zero_before_clipping(kind: str, value: float) -> None:
+    """Privacy rule 5: one record cannot turn a run's failure on; its clipped term is 0 (norm ≤ C, ε unchanged)."""
+    n = 12
+    x, y = _poisoned(kind, n, value)
+    engine = _engine(kind, _mechanism(n, 4), x, y)
+    candidates = [Candidate(lr=0.1, clip=1.0, seed=1), Candidate(lr=0.5, clip=0.3, seed=2)]
+    masks = torch.ones(2, n, dtype=torch.bool)
+    masks[1, ::2] = False
+    masks[1, 3] = True
+    with_record = engine.clipped_sums(candidates, masks)
+    masks[:, 3] = False
+    without = engine.clipped_sums(candidates, masks)
+    torch.testing.assert_close(with_record, without, rtol=1e-6, atol=1e-7)
+    # Whole trainings on both engines: nothing fails (the Opacus path raised DataFailure, the engine failed it).
+    mechanism = _mechanism(n, 2, epochs=3)  # rate 1/6: record 3 is sampled in some steps
+    results = _engine(kind, mechanism, x, y).run(candidates).results
+    for cand, res in zip(candidates, results, strict=True):
+        assert not res.failed and res.failure is None
+        assert all(torch.isfinite(t).all() for t in res.state_dict.values())
+        expected = _opacus_training(_seeded(MODELS[kind]), mechanism, x, y, cand)
+        assert all(torch.isfinite(t).all() for t in expected.values())
+        if math.isnan(value):  # both drop the record. An overflowing one may have a finite per-example gradient in
+            # one representation (Opacus materialises g aᵀ) and a non-finite ghost norm ‖g‖²‖a‖² in the other: both
+            # clip it to norm ≤ C or drop it, so both are private, but they need not agree
+            torch.testing.assert_close(res.state_dict, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_booked_steps_are_checked_like_an_opacus_accountant() -> None:

@@ -136,8 +136,8 @@ class CandidateResult:
         candidate: The candidate.
         state_dict: Trained parameters (CPU tensors, the template's parameter names): load them into the model
             (:meth:`VectorizedDPSGD.module`).
-        failed: A data failure (non-finite training loss or parameters): the candidate was frozen there; it must
-            score worst and not be retried (privacy rule 5). Its ``state_dict`` and ``correct`` mean nothing.
+        failed: A data failure (its noisy update made the parameters non-finite): the candidate was frozen there; it
+            must score worst and not be retried (privacy rule 5). Its ``state_dict`` and ``correct`` mean nothing.
         failure: What failed and when (``None`` unless ``failed``).
         correct: Correct validation predictions (0 when ``failed``): the count to privatise with
             :meth:`DPSGDMechanism.private_score` / :func:`~dphypo.train.mechanism.private_accuracy`.
@@ -422,20 +422,24 @@ class VectorizedDPSGD:
         mechanism = self.mechanism
         total_chunks = 0
         step = 0
-        for epoch in range(mechanism.epochs):
+        for _ in range(mechanism.epochs):
             for masks in epoch_masks(s.sampling, self.n, self.rate, mechanism.steps_per_epoch):
                 packs = self._pack(s, masks)
                 for t in range(masks.shape[0]):
                     s.sums.zero_()
-                    s.bad.zero_()
                     total_chunks += self._accumulate(s, packs, t)
                     s.step(step)
                     step += 1
-            s.check_parameters(epoch)
         return total_chunks
 
     def _chunk(self, s: _PassState, block: slice, x: Tensor, y: Tensor, valid: Tensor) -> None:
         """Clip-weighted gradient sums of one chunk of a block of candidates, added to ``s.sums``.
+
+        A record whose per-example gradient (or its norm) is not finite contributes zero, as if it were padding: its
+        row is replaced by the public padding example and the chunk is computed again. Rows are independent, so the
+        other records' terms are unchanged; every record's term still has norm ≤ C, so the sensitivity (and ε) of
+        the noisy sum is unchanged, and a single record can no longer make the update non-finite (privacy rule 5:
+        a candidate fails only when its released noisy update does, :meth:`_PassState.step`).
 
         Args:
             s: The pass.
@@ -454,9 +458,15 @@ class VectorizedDPSGD:
             # several times slower on CPU for few classes)
             losses = (torch.logsumexp(logits, 1) - logits.gather(1, y.unsqueeze(1)).squeeze(1)).view(k, b)
             grads = torch.autograd.grad((losses * vf).sum(), [z for _, _, z in records])
-        s.bad[block] |= (valid & ~torch.isfinite(losses)).any(1)
         norms2 = sum((layer.norms2(saved, g, k) for (layer, saved, _), g in zip(records, grads, strict=True)),
                      torch.zeros_like(vf))
+        dropped = valid & ~torch.isfinite(norms2)
+        if bool(dropped.any()):  # rare: recompute without those records (0 · NaN would poison the whole sum)
+            keep = ~dropped.reshape(-1)  # each pass drops ≥ 1 valid row, so this recursion ends
+            x = torch.where(keep.view(-1, *([1] * (x.dim() - 1))), x, self._x[self.n])
+            y = torch.where(keep, y, self._y[self.n])
+            self._chunk(s, block, x, y, valid & ~dropped)
+            return
         factor = (s.clip[block].unsqueeze(1) / (norms2.sqrt() + CLIP_EPS)).clamp(max=1.0) * vf
         i = 0
         sums = s.block_sums[block.start]
@@ -520,13 +530,17 @@ class _PassState:
             torch.Generator(device=device).manual_seed(run_stream_seed(c.seed, NOISE_STREAM)) for c in candidates
         ]
         self.active = torch.ones(k, dtype=torch.bool, device=device)
-        self.bad = torch.zeros(k, dtype=torch.bool, device=device)  # a non-finite loss in this step
-        self.loss_failure = torch.full((k,), -1, dtype=torch.int64, device=device)  # step of a non-finite loss
-        self.param_failure = torch.full((k,), -1, dtype=torch.int64, device=device)  # epoch of non-finite params
+        self.failure = torch.full((k,), -1, dtype=torch.int64, device=device)  # step whose noisy update was non-finite
         self.steps = torch.zeros(k, dtype=torch.int64, device=device)
 
     def step(self, step: int) -> None:
-        """Noise, Opacus's division by the expected batch size, the SGD update; a bad loss freezes its candidate."""
+        """Noise, Opacus's division by the expected batch size, the SGD update.
+
+        A candidate fails when its updated parameters are not finite. That is decided from the step's DP output (the
+        noisy sum, post-processed by the update) and never from raw per-example values (privacy rule 5): the noisy
+        sum of finite terms of norm ≤ C is finite, so only the released update itself can overflow. The failed step
+        used the data and is booked; the candidate is frozen there (the Opacus path raises after the same step).
+        """
         for gen, std, slices in zip(self.noise_generators, self.std, self.noise_slices, strict=True):
             for piece in slices:  # per parameter, in parameters() order: Opacus's draws, call for call
                 piece.normal_(0.0, std, generator=gen)
@@ -535,25 +549,17 @@ class _PassState:
             self.buffer.mul_(self.momentum.unsqueeze(1)).add_(grad)
             grad = self.buffer
         updated = self.flat - self.lr.unsqueeze(1) * grad
-        newly = self.active & self.bad
-        self.loss_failure = torch.where(newly, step, self.loss_failure)
-        self.active &= ~self.bad
-        self.flat.copy_(torch.where(self.active.unsqueeze(1), updated, self.flat))
         self.steps += self.active
-
-    def check_parameters(self, epoch: int) -> None:
-        """Freeze candidates whose parameters are no longer finite (the Opacus path checks after every epoch)."""
-        finite = torch.isfinite(self.flat).all(1)
-        newly = self.active & ~finite
-        self.param_failure = torch.where(newly, epoch, self.param_failure)
-        self.active = self.active & finite
+        newly = self.active & ~torch.isfinite(updated).all(1)
+        self.failure = torch.where(newly, step, self.failure)
+        self.active &= ~newly
+        self.flat.copy_(torch.where(self.active.unsqueeze(1), updated, self.flat))
 
     def results(self, correct: Tensor) -> tuple[CandidateResult, ...]:
         engine = self.engine
         flat = self.flat.cpu()
         active = self.active.cpu().tolist()
-        loss_failure = self.loss_failure.cpu().tolist()
-        param_failure = self.param_failure.cpu().tolist()
+        failure_step = self.failure.cpu().tolist()
         steps = self.steps.cpu().tolist()
         counts = correct.cpu().tolist()
         views = engine.model.views(flat)
@@ -561,10 +567,9 @@ class _PassState:
         out = []
         for i, c in enumerate(self.candidates):
             failure = None
-            if loss_failure[i] >= 0:
-                failure = f"non-finite training loss at step {loss_failure[i]} (epoch {loss_failure[i] // spe})"
-            elif param_failure[i] >= 0:
-                failure = f"non-finite model parameters after epoch {param_failure[i]}"
+            if failure_step[i] >= 0:
+                failure = (f"non-finite model parameters after the noisy update of step {failure_step[i]} "
+                           f"(epoch {failure_step[i] // spe})")
             failed = not active[i]
             state = {name: v[i].clone() for name, v in zip(engine.model.names, views, strict=True)}
             booked = Booked(((engine.mechanism.sigma, engine.mechanism.sample_rate,
