@@ -8,14 +8,25 @@ Two datasets are always available offline:
 
 Full MNIST, Fashion-MNIST and CIFAR-10 are read from a user-supplied ``data_dir`` in their standard raw formats
 (idx files; CIFAR's python pickles) as torchvision lays them out, without importing torchvision.
+
+:func:`load_dataset` splits with a seeded stratified permutation (the default: the split is how the curator prepares
+the data, docs/privacy.md). :class:`PerRecordSplit` is a split a neighbouring dataset cannot move: each record's side
+depends on that record alone (an independent draw from a secret seed, or a keyed hash of the record's identifier), so
+adding or removing one record changes only that record's side (docs/proofs/split.md).
+:func:`load_dataset_per_record` applies it to the built-in datasets and :func:`split_arrays` to users' own arrays;
+the resulting :class:`Splits` carry the public nominal sizes (:attr:`Splits.accounted_sizes`) that an accountant
+must use instead of the realised, data-dependent ones.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import importlib.util
+import numbers
 import pickle
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, Literal
@@ -23,7 +34,8 @@ from typing import Any, BinaryIO, ClassVar, Literal
 import numpy as np
 
 from dphypo.privacy.errors import DphypoError
-from dphypo.privacy.validation import check_non_negative_int, check_probability
+from dphypo.privacy.split import SplitRule
+from dphypo.privacy.validation import check_int_at_least, check_non_negative_int, check_probability
 
 __all__ = [
     "DATASETS",
@@ -31,11 +43,15 @@ __all__ = [
     "DATASET_INPUT_SHAPES",
     "DataNotFoundError",
     "DataSubset",
+    "PerRecordSplit",
     "Splits",
     "check_dataset_files",
     "load_dataset",
+    "load_dataset_per_record",
+    "per_record_split_sizes",
     "read_cifar_batch",
     "read_idx",
+    "split_arrays",
     "split_sizes",
 ]
 
@@ -111,6 +127,10 @@ class Splits:
         num_classes: Number of classes.
         input_shape: ``(C, H, W)``.
         source: Provenance and licence of the data.
+        nominal_sizes: ``(n_train, n_val, n_test)`` fixed before a per-record split (public); ``None`` for a split
+            whose realised sizes are a fixed function of the dataset size (:func:`load_dataset`).
+        split_rule: The public description of a per-record split (:class:`~dphypo.privacy.split.SplitRule`), or
+            ``None``.
     """
 
     x_train: np.ndarray
@@ -121,10 +141,27 @@ class Splits:
     y_test: np.ndarray
     name: str
     num_classes: int
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
     source: str
+    nominal_sizes: tuple[int, int, int] | None = None
+    split_rule: SplitRule | None = None
+
+    @property
+    def accounted_sizes(self) -> tuple[int, int]:
+        """``(n_train, n_val)`` an accountant may use: the public nominal sizes of a per-record split, else the sizes.
+
+        Under a per-record split the realised sizes depend on the data (one record more is one more in its side), so
+        the sampling rate, the steps and the score's divisor must come from these nominal values
+        (docs/proofs/split.md §5); the realised sizes are curator-only.
+        """
+        if self.nominal_sizes is not None:
+            return self.nominal_sizes[0], self.nominal_sizes[1]
+        return len(self.y_train), len(self.y_val)
 
     def __repr__(self) -> str:
+        if self.split_rule is not None:  # realised sizes of a per-record split depend on the data: not shown
+            return (f"Splits({self.name!r}, per-record {self.split_rule.kind} split, nominal train/val/test="
+                    f"{self.nominal_sizes}, input_shape={self.input_shape}, num_classes={self.num_classes})")
         return (
             f"Splits({self.name!r}, train={len(self.y_train)}, val={len(self.y_val)}, test={len(self.y_test)}, "
             f"input_shape={self.input_shape}, num_classes={self.num_classes})"
@@ -190,9 +227,272 @@ class DataSubset:
         for array in arrays:
             array.flags.writeable = False
         x_train, y_train, x_val, y_val = arrays
+        nominal = splits.nominal_sizes
+        if nominal is not None:  # the subset's public sizes follow from the split's, as nominal_size says
+            nominal = (self.nominal_size(nominal[0]), self.nominal_size(nominal[1]), nominal[2])
         return Splits(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=splits.x_test,
                       y_test=splits.y_test, name=splits.name, num_classes=splits.num_classes,
-                      input_shape=splits.input_shape, source=splits.source)
+                      input_shape=splits.input_shape, source=splits.source, nominal_sizes=nominal,
+                      split_rule=splits.split_rule)
+
+
+#: Side codes of :meth:`PerRecordSplit.sides`.
+TRAIN_SIDE, VAL_SIDE, TEST_SIDE = range(3)
+# SeedSequence spawn key of the per-record draw (its own stream under the split's seed).
+_SPLIT_STREAM = 7
+_HASH_KEY_BYTES = 64  # BLAKE2b's maximal key length
+_DATASETS_WITH_TEST_SET = ("mnist", "fashion-mnist", "cifar10")
+
+
+@dataclass(frozen=True)
+class PerRecordSplit:
+    r"""A train / validation / test split that a neighbouring dataset cannot move (docs/proofs/split.md).
+
+    Each record's side depends on that record alone, so adding or removing one record changes that record's side
+    and nothing else:
+
+    * ``kind="draw"``: record i's side is ``test`` if ``U_i < test_fraction``, ``val`` if
+      ``U_i < test_fraction + val_fraction``, else ``train``, with ``U_1, U_2, …`` i.i.d. uniform from a stream of
+      the **secret** ``seed`` (``None``: 128 bits of fresh OS entropy). The uniforms are independent of the data
+      and of each other, so in law every record's side is an independent draw with the public probabilities, and
+      an adversary who does not know the seed does not know it (Theorem S's mixture bound applies).
+    * ``kind="hash"``: record i's side is the same threshold rule applied to ``BLAKE2b(id_i; key) / 2⁶⁴``, a keyed
+      hash of the identifier the user supplies with each record (a fixed function of the record: the ``"max"``
+      bound applies even if the key is known; keep it secret anyway).
+
+    The realised sizes are random (they depend on the data). An accountant must use :meth:`nominal_sizes`, fixed
+    from the public pool size before the split (docs/proofs/split.md §5).
+
+    Args:
+        kind: ``"draw"`` or ``"hash"``.
+        val_fraction: Probability (draw) / share (hash) of the validation side, in (0, 1).
+        test_fraction: Same for the test side, in [0, 1); ``val_fraction + test_fraction < 1``.
+        seed: Secret seed of the draw (``kind="draw"``; ``None`` draws fresh OS entropy once, here); never released.
+        key: Secret key of the hash (``kind="hash"``), 1 to 64 bytes; never released.
+
+    Raises:
+        ValueError: A bad kind, fractions, seed or key (eagerly).
+    """
+
+    kind: str
+    val_fraction: float = 0.2
+    test_fraction: float = 0.2
+    seed: int | None = field(default=None, repr=False)
+    key: bytes | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("draw", "hash"):
+            raise ValueError(f"kind must be 'draw' or 'hash', got {self.kind!r}")
+        check_probability("val_fraction", self.val_fraction)
+        if self.test_fraction != 0:
+            check_probability("test_fraction", self.test_fraction)
+        if self.val_fraction + self.test_fraction >= 1.0:
+            raise ValueError(f"val_fraction + test_fraction must be < 1, got {self.val_fraction!r} + "
+                             f"{self.test_fraction!r}")
+        object.__setattr__(self, "val_fraction", float(self.val_fraction))
+        object.__setattr__(self, "test_fraction", float(self.test_fraction))
+        if self.kind == "draw":
+            if self.key is not None:
+                raise ValueError("key is for kind='hash'; a draw takes a secret seed, got a key")
+            if self.seed is None:
+                object.__setattr__(self, "seed", secrets.randbits(128))  # fresh, secret, drawn once
+            check_non_negative_int("seed", self.seed)
+        else:
+            if self.seed is not None:
+                raise ValueError("seed is for kind='draw'; a hash takes a secret key, got a seed")
+            if not isinstance(self.key, bytes) or not 1 <= len(self.key) <= _HASH_KEY_BYTES:
+                got = f"{len(self.key)} bytes" if isinstance(self.key, bytes) else type(self.key).__name__
+                raise ValueError(f"key must be 1 to {_HASH_KEY_BYTES} bytes for kind='hash', got {got}")
+
+    @property
+    def rule(self) -> SplitRule:
+        """The public description the accountant uses (:class:`~dphypo.privacy.split.SplitRule`)."""
+        train = 1.0 - self.val_fraction - self.test_fraction
+        return SplitRule(self.kind, train, self.val_fraction, self.test_fraction)
+
+    def nominal_sizes(self, pool_size: int) -> tuple[int, int, int]:
+        """Public ``(n_train, n_val, n_test)`` of a pool of ``pool_size`` records: the accountant's sizes.
+
+        ``n_val = round(val_fraction·N)``, ``n_test = round(test_fraction·N)``, ``n_train = N − n_val − n_test``.
+
+        Raises:
+            ValueError: A side (with a positive fraction) whose nominal size is below 1.
+        """
+        check_int_at_least("pool_size", pool_size, 1)
+        n_val, n_test = round(self.val_fraction * pool_size), round(self.test_fraction * pool_size)
+        sizes = (pool_size - n_val - n_test, n_val, n_test)
+        for side, size, fraction in zip(("train", "val", "test"), sizes, (1.0, self.val_fraction, self.test_fraction),
+                                        strict=True):
+            if fraction > 0 and size < 1:
+                raise ValueError(f"a pool of {pool_size} records leaves the {side} side a nominal size of {size}; "
+                                 "use a larger fraction or more data")
+        return sizes
+
+    def sides(self, size: int | None = None, *, ids: np.ndarray | None = None) -> np.ndarray:
+        """Each record's side (:data:`TRAIN_SIDE`, :data:`VAL_SIDE`, :data:`TEST_SIDE`), shape ``(n,)``, int8.
+
+        Args:
+            size: Number of records n (``kind="draw"``).
+            ids: Shape ``(n,)``, one distinct identifier per record, integers or strings (``kind="hash"``).
+
+        Raises:
+            ValueError: ``size`` for a hash or ``ids`` for a draw, a bad size, or ids that are not distinct
+                integers/strings of one dimension.
+        """
+        if self.kind == "draw":
+            if ids is not None:
+                raise ValueError("ids are for kind='hash'; a draw assigns records by position from its secret seed")
+            check_non_negative_int("size", size)
+            assert size is not None and self.seed is not None  # checked above and at construction
+            stream = np.random.SeedSequence(int(self.seed), spawn_key=(_SPLIT_STREAM,))
+            uniforms = np.random.default_rng(stream).random(int(size))
+        else:
+            if size is not None:
+                raise ValueError("size is for kind='draw'; a hash assigns each record by its id (pass ids=)")
+            uniforms = self._hashed(ids)
+        out = np.full(uniforms.shape, TRAIN_SIDE, dtype=np.int8)
+        out[uniforms < self.test_fraction + self.val_fraction] = VAL_SIDE
+        out[uniforms < self.test_fraction] = TEST_SIDE
+        return out
+
+    def _hashed(self, ids: np.ndarray | None) -> np.ndarray:
+        if ids is None:
+            raise ValueError("kind='hash' needs ids: one distinct identifier per record")
+        array = np.asarray(ids)
+        if array.ndim != 1:
+            raise ValueError(f"ids must be one-dimensional, got shape {array.shape}")
+        values = array.tolist()
+        if not all(isinstance(v, str) or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
+                   for v in values):
+            raise ValueError(f"ids must be integers or strings, got dtype {array.dtype}")
+        if len(set(values)) != len(values):
+            raise ValueError("ids must be distinct: one identifier per record")
+        key = self.key
+        assert key is not None  # checked at construction
+        out = np.empty(len(values), dtype=np.float64)
+        for i, value in enumerate(values):
+            tagged = (b"s:" + value.encode("utf-8")) if isinstance(value, str) else b"i:%d" % int(value)
+            digest = hashlib.blake2b(tagged, key=key, digest_size=8).digest()
+            out[i] = int.from_bytes(digest, "big") / 2.0**64
+        return out
+
+
+def split_arrays(
+    x: np.ndarray,
+    y: np.ndarray,
+    split: PerRecordSplit,
+    *,
+    ids: np.ndarray | None = None,
+    public_size: int | None = None,
+    num_classes: int | None = None,
+    name: str = "custom",
+    source: str = "user-supplied arrays",
+) -> Splits:
+    """Split users' own arrays record by record (:class:`PerRecordSplit`), with public nominal sizes.
+
+    Args:
+        x: Shape ``(n, ...)``, the records' inputs.
+        y: Shape ``(n,)``, integer labels in ``[0, num_classes)``.
+        split: The per-record rule.
+        ids: Shape ``(n,)``, distinct record identifiers that are part of the records (a user id, not a row
+            number: adding a record must not change the others' ids); ``kind="hash"`` only.
+        public_size: The pool size N the nominal sizes are computed from, a value committed to before the split
+            (docs/proofs/split.md §5). Default ``n``: the dataset's size treated as public, the convention dphypo
+            uses for DP-SGD's sampling rate everywhere.
+        num_classes: Number of classes (default ``max(y) + 1``).
+        name: Dataset name for the :class:`Splits`.
+        source: Provenance of the data.
+
+    Returns:
+        The splits (read-only copies), with ``nominal_sizes = split.nominal_sizes(public_size)`` and ``split_rule``.
+
+    Raises:
+        ValueError: Mismatched shapes, bad labels, or what :class:`PerRecordSplit` refuses.
+    """
+    if not isinstance(split, PerRecordSplit):
+        raise ValueError(f"split must be a PerRecordSplit, got {split!r}")
+    x, y = np.asarray(x), np.asarray(y)
+    if y.ndim != 1 or x.ndim < 1 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"x must have shape (n, ...) and y shape (n,), got {x.shape} and {y.shape}")
+    if y.size == 0 or not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
+        raise ValueError(f"y must be non-empty non-negative integer labels, got dtype {y.dtype}")
+    classes = int(y.max()) + 1 if num_classes is None else num_classes
+    check_int_at_least("num_classes", classes, int(y.max()) + 1)
+    nominal = split.nominal_sizes(int(y.size) if public_size is None else public_size)
+    sides = split.sides(y.size) if split.kind == "draw" else split.sides(ids=ids)
+    if sides.shape != y.shape:
+        raise ValueError(f"ids must have shape {y.shape}, got {sides.shape}")
+    arrays = []
+    for side in (TRAIN_SIDE, VAL_SIDE, TEST_SIDE):
+        for array in (x[sides == side], y[sides == side].astype(np.int64)):
+            array = np.ascontiguousarray(array)
+            array.flags.writeable = False
+            arrays.append(array)
+    x_train, y_train, x_val, y_val, x_test, y_test = arrays
+    return Splits(x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val, x_test=x_test, y_test=y_test,
+                  name=name, num_classes=int(classes), input_shape=tuple(x.shape[1:]), source=source,
+                  nominal_sizes=nominal, split_rule=split.rule)
+
+
+def load_dataset_per_record(name: str, split: PerRecordSplit, *, data_dir: str | Path | None = None) -> Splits:
+    """Load a built-in dataset and split it record by record (:class:`PerRecordSplit`).
+
+    The pool is the whole dataset for ``"digits"`` and ``"mnist-subset"``; for ``"mnist"``, ``"fashion-mnist"`` and
+    ``"cifar10"`` it is the official training set, and the official (public, separate) test set is the test split,
+    so ``split.test_fraction`` must be 0. A hash split uses each record's index in the published dataset as its id.
+    Not cached: a draw with ``seed=None`` differs on every call, as a search's split should.
+
+    Args:
+        name: One of :data:`DATASETS`.
+        split: The per-record rule.
+        data_dir: Directory holding the full datasets.
+
+    Returns:
+        The splits; ``nominal_sizes`` from the published pool size (:func:`per_record_split_sizes`).
+
+    Raises:
+        ValueError: Unknown name, a test fraction for a dataset with an official test set, a bad split, or files
+            whose size is not the published one.
+        DataNotFoundError: A full dataset whose files are not in ``data_dir``.
+    """
+    per_record_split_sizes(name, split)  # eager checks before any data is read
+    key_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
+    raw = _load_raw(name, key_dir)
+    ids = None if split.kind == "draw" else np.arange(raw.y.size)
+    published = sum(DATASET_CLASS_COUNTS[name])  # a published constant, not the length of what was read
+    if raw.y.size != published:
+        raise ValueError(f"dataset {name!r}: the files hold {raw.y.size} training records, the published dataset "
+                         f"{published}; the nominal split sizes are those of the published dataset (--data-dir)")
+    pooled = split_arrays(raw.x, raw.y, split, ids=ids, public_size=published, num_classes=raw.num_classes, name=name,
+                          source=raw.source)
+    if raw.x_test is None:
+        return pooled
+    x_test, y_test = (np.ascontiguousarray(a) for a in (raw.x_test, raw.y_test))
+    for array in (x_test, y_test):
+        array.flags.writeable = False
+    nominal = pooled.nominal_sizes
+    assert nominal is not None and raw.y_test is not None
+    return Splits(x_train=pooled.x_train, y_train=pooled.y_train, x_val=pooled.x_val, y_val=pooled.y_val,
+                  x_test=x_test, y_test=y_test, name=name, num_classes=raw.num_classes, input_shape=raw.x.shape[1:],
+                  source=raw.source, nominal_sizes=(nominal[0], nominal[1], int(raw.y_test.size)),
+                  split_rule=pooled.split_rule)
+
+
+def per_record_split_sizes(name: str, split: PerRecordSplit) -> tuple[int, int]:
+    """Public nominal ``(n_train, n_val)`` of :func:`load_dataset_per_record`, from the published pool size alone.
+
+    Raises:
+        ValueError: Unknown name, or a test fraction for a dataset whose official test set is the test split.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+    if not isinstance(split, PerRecordSplit):
+        raise ValueError(f"split must be a PerRecordSplit, got {split!r}")
+    if name in _DATASETS_WITH_TEST_SET and split.test_fraction != 0:
+        raise ValueError(f"dataset {name!r} has an official test set (the test split): test_fraction must be 0, "
+                         f"got {split.test_fraction!r}")
+    n_train, n_val, _ = split.nominal_sizes(sum(DATASET_CLASS_COUNTS[name]))
+    return n_train, n_val
 
 
 def load_dataset(

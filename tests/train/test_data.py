@@ -9,13 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dphypo.privacy.split import SplitRule
 from dphypo.train.data import (
     DATASET_INPUT_SHAPES,
     DATASETS,
+    TEST_SIDE,
+    TRAIN_SIDE,
+    VAL_SIDE,
+    DataSubset,
+    PerRecordSplit,
     Splits,
     load_dataset,
+    load_dataset_per_record,
+    per_record_split_sizes,
     read_cifar_batch,
     read_idx,
+    split_arrays,
 )
 
 
@@ -260,3 +269,116 @@ def test_split_sizes_of_the_on_disk_datasets_add_up_to_their_official_training_s
     assert split_sizes("cifar10") == (40_000, 10_000)
     with pytest.raises(ValueError, match="name must be one of"):
         split_sizes("imagenet")
+
+
+# --- Per-record splits (issue #32, docs/proofs/split.md) -------------------------------------------------------------
+
+
+def test_adding_one_record_moves_only_that_record_under_a_keyed_hash_not_under_the_permutation_split() -> None:
+    split = PerRecordSplit("hash", key=b"secret key")
+    ids = np.arange(1000) * 7 + 3
+    before = split.sides(ids=ids)
+    after = split.sides(ids=np.insert(ids, 500, 99_999))  # one more record, anywhere in the file
+    np.testing.assert_array_equal(np.delete(after, 500), before)  # every other record keeps its side
+    # the seeded permutation split (load_dataset's) moves many others: it is not covered by Theorem S
+    from dphypo.train.data import _stratified_take
+
+    y = np.zeros(1001, dtype=np.int64)
+    val_small, _ = _stratified_take(y[:1000], 0.2, np.random.default_rng(0), np.arange(1000))
+    val_large, _ = _stratified_take(y, 0.2, np.random.default_rng(0), np.arange(1001))
+    moved = set(val_small.tolist()) ^ (set(val_large.tolist()) - {1000})
+    assert len(moved) > 10
+
+
+def test_a_draw_gives_each_record_an_independent_side_with_the_public_probabilities() -> None:
+    split = PerRecordSplit("draw", val_fraction=0.25, test_fraction=0.15, seed=123)
+    sides = split.sides(200_000)
+    shares = np.bincount(sides, minlength=3) / sides.size
+    np.testing.assert_allclose(shares[[TRAIN_SIDE, VAL_SIDE, TEST_SIDE]], [0.6, 0.25, 0.15], atol=0.005)
+    # independent of the neighbour: consecutive sides are uncorrelated (joint frequencies are products)
+    pairs = np.bincount(3 * sides[:-1] + sides[1:], minlength=9).reshape(3, 3) / (sides.size - 1)
+    np.testing.assert_allclose(pairs, np.outer(shares, shares), atol=0.005)
+    # a prefix keeps its sides when records are appended: the draw depends on nothing but the seed and the position
+    np.testing.assert_array_equal(split.sides(1000), sides[:1000])
+    assert split.rule == SplitRule("draw", 0.6, 0.25, 0.15)
+
+
+def test_a_draw_without_a_seed_is_secret_fresh_and_never_shown() -> None:
+    a, b = PerRecordSplit("draw"), PerRecordSplit("draw")
+    assert a.seed != b.seed and a.seed is not None and a.seed.bit_length() > 64
+    assert not np.array_equal(a.sides(500), b.sides(500))
+    assert str(a.seed) not in repr(a) and "seed" not in repr(a)
+    hashed = PerRecordSplit("hash", key=b"do not print me")
+    assert "print me" not in repr(hashed)
+
+
+def test_users_arrays_are_split_record_by_record_with_public_nominal_sizes() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.random((500, 3)).astype(np.float32), rng.integers(0, 4, 500)
+    ids = np.array([f"user-{i}" for i in range(500)])
+    s = split_arrays(x, y, PerRecordSplit("hash", val_fraction=0.3, test_fraction=0.1, key=b"k"), ids=ids)
+    parts = [_rows(part) for part in (s.x_train, s.x_val, s.x_test)]
+    assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+    assert parts[0] | parts[1] | parts[2] == _rows(x)
+    assert s.nominal_sizes == (300, 150, 50) and s.accounted_sizes == (300, 150)
+    assert s.split_rule == SplitRule("hash", 0.6, 0.3, 0.1) and s.num_classes == 4 and s.input_shape == (3,)
+    assert len(s.y_train) != 300 or len(s.y_val) != 150  # the realised sizes depend on the data
+    assert "train=" not in repr(s)  # realised sizes are curator-only
+    assert all(not a.flags.writeable for a in (s.x_train, s.y_val, s.x_test))
+    committed = split_arrays(x, y, PerRecordSplit("draw", seed=0), public_size=1000)
+    assert committed.nominal_sizes == (600, 200, 200)
+    # a subset of a per-record split keeps public sizes
+    sub = DataSubset(0.5, 1).select(s)
+    assert sub.nominal_sizes == (150, 75, 50) and sub.split_rule == s.split_rule
+
+
+def test_builtin_datasets_per_record_with_nominal_sizes_known_before_any_data() -> None:
+    split = PerRecordSplit("draw", seed=4)
+    assert per_record_split_sizes("digits", split) == (1079, 359)
+    s = load_dataset_per_record("digits", split)
+    _check_well_formed(s)
+    assert sum(len(y) for y in _all_y(s)) == 1797
+    assert s.nominal_sizes == (1079, 359, 359) and s.accounted_sizes == (1079, 359)
+    again = load_dataset_per_record("digits", PerRecordSplit("draw", seed=4))
+    np.testing.assert_array_equal(again.y_val, s.y_val)  # one seed, one split
+    hashed = load_dataset_per_record("digits", PerRecordSplit("hash", key=b"k"))
+    assert sum(len(y) for y in _all_y(hashed)) == 1797
+    assert per_record_split_sizes("mnist", PerRecordSplit("draw", test_fraction=0.0)) == (48000, 12000)
+
+
+def test_an_official_test_set_stays_the_test_split_of_a_per_record_split(tmp_path: Path, monkeypatch) -> None:
+    arrays = _fake_mnist(tmp_path, np.random.default_rng(0), compress=False, n_train=100, n_test=30)
+    split = PerRecordSplit("draw", val_fraction=0.25, test_fraction=0.0, seed=1)
+    with pytest.raises(ValueError, match="the files hold 100 training records, the published dataset 60000"):
+        load_dataset_per_record("mnist", split, data_dir=tmp_path)  # nominal sizes are the published dataset's
+    from dphypo.train import data as data_module
+
+    monkeypatch.setitem(data_module.DATASET_CLASS_COUNTS, "mnist", (10,) * 10)  # pretend 100 is the published size
+    s = load_dataset_per_record("mnist", split, data_dir=tmp_path)
+    np.testing.assert_array_equal(s.y_test, arrays["t10k-labels-idx1-ubyte"])
+    assert len(s.y_train) + len(s.y_val) == 100 and s.nominal_sizes == (75, 25, 30)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: PerRecordSplit("permutation"), "kind must be 'draw' or 'hash'"),
+        (lambda: PerRecordSplit("draw", val_fraction=0.0), "val_fraction"),
+        (lambda: PerRecordSplit("draw", val_fraction=0.5, test_fraction=0.5), "val_fraction \\+ test_fraction"),
+        (lambda: PerRecordSplit("draw", seed=-1), "seed"),
+        (lambda: PerRecordSplit("draw", key=b"k"), "key is for kind='hash'"),
+        (lambda: PerRecordSplit("hash"), "key must be 1 to 64 bytes"),
+        (lambda: PerRecordSplit("hash", key=b"k" * 65), "got 65 bytes"),
+        (lambda: PerRecordSplit("hash", key=b"k", seed=1), "seed is for kind='draw'"),
+        (lambda: PerRecordSplit("hash", key=b"k").sides(ids=np.array([1, 2, 1])), "ids must be distinct"),
+        (lambda: PerRecordSplit("hash", key=b"k").sides(ids=np.array([0.5, 1.5])), "integers or strings"),
+        (lambda: PerRecordSplit("hash", key=b"k").sides(10), "size is for kind='draw'"),
+        (lambda: PerRecordSplit("draw").sides(ids=np.arange(3)), "ids are for kind='hash'"),
+        (lambda: PerRecordSplit("draw").nominal_sizes(2), "leaves the val side a nominal size of 0"),
+        (lambda: per_record_split_sizes("mnist", PerRecordSplit("draw")), "official test set"),
+        (lambda: split_arrays(np.zeros((3, 2)), np.zeros(4, dtype=int), PerRecordSplit("draw")), "x must have shape"),
+    ],
+)
+def test_per_record_split_refuses_bad_input_eagerly(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
