@@ -9,6 +9,13 @@ that σ.
 each ``--bounds`` / ``--sweep table2`` row), c derived from C and ``--top-mass`` p, c = (1 − C·p)/(1 − p)
 (:func:`dphypo.density.lower_bound_for_top_mass`); every cell simulates and accounts exactly that (C, c)
 (:func:`dphypo.simulation.studies.cell_strategy`).
+
+``--design two-stage`` simulates one two-stage design calibrated to ``--epsilon`` (``--probe-mode release`` by
+default, as ``dphypo tune``; the probes on the ``--probe-landscape`` family, e.g. 2-epoch runs). With released
+probes, every ``--probe-strategy`` × ``--recommend`` pair is an arm
+(:class:`~dphypo.simulation.two_stage.ProbeArm`: the placement and recommendation ``tune`` runs), all arms sharing
+their random streams, each reported with its paired ``difference_vs_uniform`` against uniform placement +
+best-probe (:func:`~dphypo.simulation.two_stage.simulate_two_stage_arms`).
 """
 
 from __future__ import annotations
@@ -40,9 +47,12 @@ from dphypo.cli.common import (
 from dphypo.privacy.validation import check_non_negative_int
 
 if TYPE_CHECKING:
+    from dphypo.cli.two_stage import TwoStageArgs
+    from dphypo.privacy.two_stage import TwoStage
     from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.simulate import Engine
     from dphypo.simulation.studies import ArmSpec, CellLandscape, Setting, StudyConfig, StudyResult
+    from dphypo.simulation.two_stage import ProbeArm, TwoStageArmsResult, TwoStageResult
 
 SWEEPS = ("table1", "table2")
 #: ``dphypo simulate --help``.
@@ -56,8 +66,11 @@ OPTION_NAMES = {
     "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
     "fixed T": "--fixed-T", "epsilon": "--epsilon", "top_mass": "--top-mass", "tolerance": "--tolerance",
     "refit_growth": "--refit-growth", "probes": "--probes", "split": "--split", "top_k": "--top-k",
-    "final_mean": "--final-mean",
+    "final_mean": "--final-mean", "probe_landscape": "--probe-landscape", "probe_strategy": "--probe-strategy",
+    "recommend": "--recommend", "probe_mode": "--probe-mode",
 }
+#: ``--probe-strategy``: where released probes go (``gp`` is ``gp-log-nei``; :mod:`dphypo.strategies.gp.placement`).
+PROBE_STRATEGIES = ("uniform", "gp", "gp-ucb", "gp-log-nei")
 
 
 def _bounds(
@@ -275,9 +288,26 @@ def simulate_command(
         float, typer.Option("--probes", help="two-stage: released probes, or E[T] of the probe selection.")
     ] = 20.0,
     probe_mode: Annotated[
-        str, typer.Option("--probe-mode", help="two-stage: select (the best probe, random T) or release (every "
-                          "probe's score, paid by composition).")
-    ] = "select",
+        str | None, typer.Option("--probe-mode", help="two-stage: release (default, as dphypo tune: every probe's "
+                                 "score, paid by composition) or select (the best probe, random T).")
+    ] = None,
+    probe_landscape: Annotated[
+        list[str] | None,
+        typer.Option("--probe-landscape", help="two-stage: the probes' family (same grid, e.g. 2-epoch runs: "
+                     "landscapes/multifidelity/); repeat for every member. Default: the --landscape family.")
+    ] = None,
+    probe_strategy: Annotated[
+        list[str] | None,
+        typer.Option("--probe-strategy", help="two-stage, released probes: uniform (default) or gp (= gp-log-nei: "
+                     "BoTorch qLogNEI batches on the GP of the released probes; gp-ucb: qUCB); repeat to compare "
+                     "(paired, against uniform + best-probe).")
+    ] = None,
+    recommend: Annotated[
+        list[str] | None,
+        typer.Option("--recommend", help="two-stage, released probes: the committed point: best-probe (default), "
+                     "gp-mean (posterior mean's argmax among the probed points), gp-mean-grid (over the grid) or "
+                     "gp-near-best; repeat to compare.")
+    ] = None,
     split: SplitOpt = 0.5,
     top_k: TopKOpt = 1,
     final_mean: FinalMeanOpt = None,
@@ -301,17 +331,126 @@ def simulate_command(
 
 def _simulate_two_stage(options: SimulateArgs) -> None:
     """``--design two-stage``: build the design, simulate it on the family, render (single-stage options refused)."""
-    from dphypo.cli.two_stage import TwoStageArgs, build_design, render_two_stage, run_two_stage
+    from dphypo.cli.two_stage import TwoStageArgs, build_design, run_two_stage
 
     if options.design != "two-stage":
         raise ValueError(f"--design must be single or two-stage, got {options.design!r}")
     if options.strategy:
-        raise ValueError("--strategy is for --design single; a two-stage design draws its probes uniformly")
-    args = TwoStageArgs(options.landscape, options.epsilon, options.delta, options.probes, options.probe_mode,
+        raise ValueError("--strategy is for --design single; a two-stage design places its probes with "
+                         "--probe-strategy")
+    if options.runs not in (None, "geometric"):
+        raise ValueError(f"--runs must be geometric with --design two-stage (the law of a probe selection's T, as "
+                         f"dphypo tune and plan), got {options.runs!r}")
+    probe_mode = options.probe_mode or "release"
+    args = TwoStageArgs(options.landscape, options.epsilon, options.delta, options.probes, probe_mode,
                         options.split, options.top_k, options.final_mean, options.repeats, options.seed,
                         options.as_json)
     design = build_design(args)
-    render_two_stage(args, run_two_stage(args, design))
+    arms = probe_arms(options.probe_strategy, options.recommend, probe_mode)
+    if probe_mode == "select" and not options.probe_landscape:
+        from dphypo.cli.two_stage import render_two_stage
+
+        render_two_stage(args, run_two_stage(args, design))
+        return
+    render_two_stage_arms(args, options.probe_landscape, run_two_stage_arms(args, design, arms,
+                                                                             options.probe_landscape))
+
+
+def probe_arms(strategies: list[str] | None, rules: list[str] | None, probe_mode: str) -> tuple[ProbeArm, ...]:
+    """The arms ``--probe-strategy`` × ``--recommend`` (uniform + best-probe first), checked before any file is read.
+
+    Raises:
+        ValueError: An unknown name, or a placement/GP rule with a probe selection (it releases its best probe only).
+    """
+    from dphypo.simulation.two_stage import BASELINE_ARM, ProbeArm
+    from dphypo.strategies.gp.placement import ProbePlacement
+    from dphypo.strategies.recommend import RECOMMENDATIONS, Recommendation
+
+    for name in strategies or []:
+        if name not in PROBE_STRATEGIES:
+            raise ValueError(f"--probe-strategy must be one of {', '.join(PROBE_STRATEGIES)}, got {name!r}")
+    for name in rules or []:
+        if name not in RECOMMENDATIONS:
+            raise ValueError(f"--recommend must be one of {', '.join(RECOMMENDATIONS)}, got {name!r}")
+    placements = [ProbePlacement("uniform") if name == "uniform" else
+                  ProbePlacement("gp", "ucb" if name == "gp-ucb" else "log-nei")
+                  for name in dict.fromkeys(strategies or ["uniform"])]
+    arms = [BASELINE_ARM] + [ProbeArm(p, Recommendation(r)) for p in placements
+                             for r in dict.fromkeys(rules or ["best-probe"])]
+    arms = list(dict.fromkeys(arms))
+    if probe_mode != "release" and len(arms) > 1:
+        raise ValueError("--probe-strategy and --recommend need --probe-mode release: a probe selection releases its "
+                         "best probe only, so nothing is left to place or recommend from")
+    return tuple(arms)
+
+
+def run_two_stage_arms(args: TwoStageArgs, design: TwoStage, arms: tuple[ProbeArm, ...],
+                       probe_landscape: list[str] | None) -> TwoStageArmsResult | TwoStageResult:
+    """Calibrate ``design`` on the family (probes on ``--probe-landscape``) and simulate every arm, paired."""
+    import numpy as np
+
+    from dphypo.simulation.family import load_family
+    from dphypo.simulation.two_stage import simulate_two_stage, simulate_two_stage_arms
+
+    if len(args.landscape) < 2:
+        raise ValueError(f"--design two-stage needs a landscape family: repeat --landscape for at least 2 members, "
+                         f"got {len(args.landscape)}")
+    if probe_landscape is not None and len(probe_landscape) < 2:
+        raise ValueError(f"--probe-landscape needs the probes' family: repeat it for at least 2 members, got "
+                         f"{len(probe_landscape)}")
+    family = load_family(args.landscape)
+    probe_family = None if probe_landscape is None else load_family(probe_landscape)
+    assert args.epsilon is not None  # build_design checked it
+    if args.probe_mode != "release":
+        return simulate_two_stage(design, family, args.epsilon, args.delta, args.repeats,
+                                  np.random.default_rng(args.seed), probe_family=probe_family)
+    return simulate_two_stage_arms(design, family, args.epsilon, args.delta, args.repeats, args.seed, arms,
+                                   probe_family=probe_family)
+
+
+def render_two_stage_arms(args: TwoStageArgs, probe_landscape: list[str] | None,
+                          result: TwoStageArmsResult | TwoStageResult) -> None:
+    """One JSON object (``--json``) or a table with one row per arm.
+
+    The JSON is the design's payload (the baseline arm's mean) with every arm and its paired
+    ``difference_vs_uniform`` (against uniform placement + best-probe).
+    """
+    from dphypo.cli.two_stage import render_two_stage, two_stage_payload
+    from dphypo.simulation.simulate import mean_ci95
+    from dphypo.simulation.two_stage import TwoStageResult
+
+    if isinstance(result, TwoStageResult):  # a probe selection: one arm
+        payload = {**two_stage_payload(args, result), "probe_landscape": probe_landscape}
+        if args.as_json:
+            _emit(payload, Table(), True)
+        else:
+            render_two_stage(args, result)
+        return
+    baseline = TwoStageResult(result.design, result.calibration, result.values[result.baseline])
+    arms = []
+    for i, arm in enumerate(result.arms):
+        mean, ci = mean_ci95(result.values[i])
+        difference = result.difference(i)
+        arms.append({**arm.describe(), "mean": mean, "ci95": list(ci),
+                     "difference_vs_uniform": None if difference is None else {
+                         "mean": difference[0], "ci95": list(difference[1])}})
+    payload = {**two_stage_payload(args, baseline), "probe_landscape": probe_landscape,
+               "baseline": result.arms[result.baseline].label, "arms": arms}
+    if args.as_json:
+        _emit(payload, Table(), True)
+        return
+    table = Table(title=f"{result.design.label()} at total ε = {payload['epsilon']:.4g} ({payload['method']}), "
+                        f"δ = {args.delta:g}: probe σ {payload['probe_sigma']:.4f}, final σ "
+                        f"{payload['final_sigma']:.4f}; {payload['repeats']} simulated searches per arm")
+    for column in ("probe placement + recommendation", "mean true value [95% CI]",
+                   "− uniform + best-probe (paired) [95% CI]"):
+        table.add_column(column)
+    for row in arms:
+        difference = row["difference_vs_uniform"]
+        table.add_row(row["label"], f"{row['mean']:.4f} [{row['ci95'][0]:.4f}, {row['ci95'][1]:.4f}]",
+                      "-" if difference is None else
+                      f"{difference['mean']:+.4f} [{difference['ci95'][0]:+.4f}, {difference['ci95'][1]:+.4f}]")
+    out_console().print(table)
 
 
 @dataclass(frozen=True)
@@ -352,7 +491,10 @@ class SimulateArgs:
     adaptive_theorem: str
     design: str = "single"
     probes: float = 20.0
-    probe_mode: str = "select"
+    probe_mode: str | None = None
+    probe_landscape: list[str] | None = None
+    probe_strategy: list[str] | None = None
+    recommend: list[str] | None = None
     split: float = 0.5
     top_k: int = 1
     final_mean: float | None = None
@@ -435,7 +577,8 @@ def _check_arm_options(args: SimulateArgs) -> None:
     """The seed, the strategy names and the options that only some strategies take, before any file is read."""
     check_non_negative_int("seed", args.seed)
     defaults = SimulateArgs.__dataclass_fields__
-    stray = [f"--{name.replace('_', '-')}" for name in ("probes", "probe_mode", "split", "top_k", "final_mean")
+    stray = [f"--{name.replace('_', '-')}" for name in ("probes", "probe_mode", "probe_landscape", "probe_strategy",
+                                                         "recommend", "split", "top_k", "final_mean")
              if getattr(args, name) != defaults[name].default]
     if stray:
         raise ValueError(f"{', '.join(stray)} {'is' if len(stray) == 1 else 'are'} for --design two-stage")

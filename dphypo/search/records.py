@@ -33,9 +33,10 @@ class DataFailure(DphypoError):
     through ``run.make_private`` (e.g. not finite after an optimizer step) or the noisy score — never on a training
     loss, a per-example gradient or a record: one record whose loss overflows would decide it, outside ε. (dphypo's
     own training decides failure this way, and the optimizer of ``run.make_private`` gives a record whose
-    per-example gradient is not finite a zero contribution before clipping.) A non-finite returned score, and *any* other exception the objective raises
-    (an out-of-memory error driven by a Poisson batch's size, a failure on some record), are treated the same
-    way, because code that runs on the data can fail because of the data (docs/parallel.md). Only what cannot
+    per-example gradient is not finite a zero contribution before clipping.) A non-finite returned score, and *any*
+    other exception the objective raises (an out-of-memory error driven by a Poisson batch's size, a failure on some
+    record), are treated the same way, because code that runs on the data can fail because of the data
+    (docs/parallel.md): keep data-dependent code from raising. Only what cannot
     depend on the data stops a search: the worker process or host dying (charged up front, see
     :attr:`~dphypo.privacy.PrivacyAccounting.max_lost`), the curator's Ctrl-C, or a run that spent more privacy than
     planned.

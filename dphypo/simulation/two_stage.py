@@ -11,9 +11,16 @@ Fidelity: the probes run on their own family (same grid, e.g. fewer epochs: a mu
 final family itself (full-fidelity probes at a larger σ, all the shipped σ-only digits family allows); probes of a
 higher fidelity than the final run are refused.
 
-Scope: the probes are drawn from the prior, i.e. a uniform probe selection (C = c = 1) or uniformly placed
-released probes. Adaptive probe rules are refused here (the accounting covers them; their simulation is not
-written yet). σ outside a family's range is refused, never extrapolated.
+Scope: a probe selection draws its probes from the prior (C = c = 1; an adaptive selection is refused here, the
+accounting covers it but its simulation is not written). Released probes are placed and recommended by an arm
+(:class:`ProbeArm`): a placement (:class:`~dphypo.strategies.gp.placement.ProbePlacement`: uniform, or a BoTorch
+acquisition on the GP of the released probes) and a recommendation rule
+(:class:`~dphypo.strategies.recommend.Recommendation`: the best probe, or the GP's posterior mean), the same
+functions :func:`dphypo.tune_two_stage` runs (:func:`~dphypo.strategies.gp.placement.place_probes`,
+:func:`~dphypo.strategies.recommend.recommend`), batch-native over the simulated searches. Arms simulated with one
+seed share their random streams (placement draws, the probes' score noise as common standard normals, stage 2), so
+:func:`simulate_two_stage_arms` reports paired differences against uniform placement + best probe. σ outside a
+family's range is refused, never extrapolated.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dphypo.privacy import RdpCurve
+from dphypo.privacy.calibration import COARSE_ORDERS
 from dphypo.privacy.two_stage import (
     FinalRun,
     FinalSelection,
@@ -40,9 +48,22 @@ from dphypo.privacy.validation import check_positive, check_positive_int
 from dphypo.simulation.equal_epsilon import metadata_mechanism
 from dphypo.simulation.family import LandscapeFamily
 from dphypo.simulation.landscapes import Landscape
+from dphypo.simulation.simulate import mean_ci95
+from dphypo.strategies.gp.placement import ProbePlacement, place_probes
+from dphypo.strategies.recommend import Recommendation, recommend
 from dphypo.train.mechanism import DPSGDMechanism, check_probe_fidelity
 
-__all__ = ["TwoStageResult", "calibrate_design", "simulate_two_stage", "two_stage_values"]
+__all__ = [
+    "BASELINE_ARM",
+    "ProbeArm",
+    "TwoStageArmsResult",
+    "TwoStageResult",
+    "calibrate_design",
+    "simulate_two_stage",
+    "simulate_two_stage_arms",
+    "two_stage_arm_values",
+    "two_stage_values",
+]
 
 
 def _check_simulable(design: TwoStage) -> None:
@@ -81,11 +102,13 @@ def calibrate_design(
     probe = final if probe_metadata is None else metadata_mechanism(probe_metadata)
     check_probe_fidelity(probe, final)
 
-    def curve_of(mechanism: DPSGDMechanism) -> Callable[[float], RdpCurve]:
-        return lambda sigma: dataclasses.replace(mechanism, sigma=sigma).rdp()
+    def curve_of(mechanism: DPSGDMechanism, orders: np.ndarray | None = None) -> Callable[[float], RdpCurve]:
+        return lambda sigma: dataclasses.replace(mechanism, sigma=sigma).rdp(orders)
 
+    # coarse to fine: roots found on COARSE_ORDERS, each answer certified on the full grid
     return calibrate_two_stage(epsilon, delta, design.stage1, design.stage2, curve_of(probe), curve_of(final),
-                               split=design.split)
+                               split=design.split, coarse_probe_for_sigma=curve_of(probe, COARSE_ORDERS),
+                               coarse_final_for_sigma=curve_of(final, COARSE_ORDERS))
 
 
 def _ranked(scores: np.ndarray, valid: np.ndarray, maximize: bool) -> np.ndarray:
@@ -201,6 +224,14 @@ def _member_at(family: LandscapeFamily, sigma: float, what: str, design: TwoStag
     return family.at(sigma)
 
 
+def _check_same_grid(probes: Landscape, final: Landscape) -> None:
+    """Refuse, in one line, probe and final landscapes on different grids."""
+    if probes.axis_names != final.axis_names or not all(
+        np.array_equal(a, b) for a, b in zip(probes.axis_values, final.axis_values, strict=True)
+    ):
+        raise TwoStageDesignError("probe_family and family must share one grid (the same axes and values)")
+
+
 def simulate_two_stage(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int,
     rng: np.random.Generator, *, probe_family: LandscapeFamily | None = None,
@@ -229,9 +260,155 @@ def simulate_two_stage(
     calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata)
     probe_landscape = _member_at(probes, calibration.probe_sigma, "probe", design, epsilon)
     final_landscape = _member_at(family, calibration.final_sigma, "final", design, epsilon)
-    if probe_landscape.axis_names != final_landscape.axis_names or not all(
-        np.array_equal(a, b) for a, b in zip(probe_landscape.axis_values, final_landscape.axis_values, strict=True)
-    ):
-        raise TwoStageDesignError("probe_family and family must share one grid (the same axes and values)")
+    _check_same_grid(probe_landscape, final_landscape)
     values = two_stage_values(design, probe_landscape, final_landscape, repeats, rng)
     return TwoStageResult(design, calibration, values)
+
+
+@dataclass(frozen=True)
+class ProbeArm:
+    """How released probes are placed and which point is committed: one arm of a two-stage simulation.
+
+    Attributes:
+        placement: Where the probes go (default: uniform, today's).
+        recommendation: Which point(s) stage 2 trains (default: the best probe, today's).
+    """
+
+    placement: ProbePlacement = dataclasses.field(default_factory=lambda: ProbePlacement("uniform"))
+    recommendation: Recommendation = dataclasses.field(default_factory=Recommendation)
+
+    @property
+    def label(self) -> str:
+        """E.g. ``"gp-ucb + gp-mean"``."""
+        return f"{self.placement.name} + {self.recommendation.rule}"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready: the placement's and the recommendation's configuration."""
+        return {"label": self.label, "placement": self.placement.describe(),
+                "recommendation": self.recommendation.describe()}
+
+
+#: The reference of every paired difference: uniform placement, the best probe committed.
+BASELINE_ARM = ProbeArm()
+
+# Streams of one simulated arm (SeedSequence spawn keys): placement, probe score noise, stage 2.
+_PLACE, _NOISE, _FINAL = range(3)
+
+
+def _check_arm(design: TwoStage, arm: ProbeArm) -> ProbeRelease:
+    """The design's released probes; a placement or a GP recommendation needs every probe's score released."""
+    if not isinstance(design.stage1, ProbeRelease):
+        raise TwoStageDesignError(
+            f"probe placement and recommendation rules read every released probe: they need released probes "
+            f"(--probe-mode release), got a probe selection for arm {arm.label!r}"
+        )
+    return design.stage1
+
+
+def two_stage_arm_values(
+    design: TwoStage, probes: Landscape, final: Landscape, repeats: int, seed: int, arm: ProbeArm = BASELINE_ARM
+) -> np.ndarray:
+    """True values (at the final σ) released by ``repeats`` simulated searches of one arm, batch-native.
+
+    The probes are placed by :func:`~dphypo.strategies.gp.placement.place_probes` and the committed point(s) chosen
+    by :func:`~dphypo.strategies.recommend.recommend` (what ``tune`` runs) on all ``repeats`` searches at once. A
+    probe's released score is its landscape mean plus its std times a standard normal that depends on the search
+    and the probe's number only, so arms with the same ``seed`` see common random numbers.
+
+    Args:
+        design: The design (released probes).
+        probes: The landscape the probes see.
+        final: The final runs' landscape (same grid).
+        repeats: Searches ≥ 1.
+        seed: Seed of the arm's streams (equal seeds: paired arms).
+        arm: Placement and recommendation.
+
+    Returns:
+        Shape ``(repeats,)``.
+    """
+    check_positive_int("repeats", repeats)
+    stage1 = _check_arm(design, arm)
+    if probes.shape != final.shape:
+        raise ValueError(f"probes and final must share one grid, got shapes {probes.shape} and {final.shape}")
+    streams = [np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(key,)))
+               for key in (_PLACE, _NOISE, _FINAL)]
+    noise = streams[_NOISE].standard_normal((repeats, stage1.probes))
+    mean, std = probes.mean.ravel(), probes.std.ravel()
+
+    def score(indices: np.ndarray, first: int) -> np.ndarray:
+        return mean[indices] + std[indices] * noise[:, first : first + indices.shape[1]]
+
+    released = place_probes(arm.placement, probes.space, stage1.probes, repeats, score, streams[_PLACE],
+                            probes.direction)  # type: ignore[arg-type]  # a landscape's direction is checked
+    chosen = recommend(arm.recommendation, probes.space, released, probes.direction,  # type: ignore[arg-type]
+                       top_k=stage1.top_k, seed=seed)
+    top, available = chosen.indices, chosen.available
+    if isinstance(design.stage2, FinalRun):
+        return np.where(available > 0, final.true_values(top[:, 0]), final.worst_value)
+    rng = streams[_FINAL]
+    counts = _run_counts(design.stage2, repeats, rng)
+    width = int(counts.max())
+    slots = np.floor(rng.random((repeats, width)) * np.maximum(available, 1)[:, None]).astype(np.int64)
+    picks = np.take_along_axis(top, slots, axis=1)
+    scores = final.sample_many(picks, rng)
+    valid = np.arange(width)[None, :] < counts[:, None]
+    best = _ranked(scores, valid, final.direction == "maximize")[:, :1]
+    return final.true_values(np.take_along_axis(picks, best, axis=1)[:, 0])
+
+
+@dataclass(frozen=True)
+class TwoStageArmsResult:
+    """Several arms of one two-stage design at a total ε, simulated with shared streams.
+
+    Attributes:
+        design: The design.
+        calibration: σ of both stages and the accounted report (the same for every arm: placement and
+            recommendation are post-processing).
+        arms: The arms, in order.
+        values: Per arm, the true values released, shape ``(repeats,)`` each (paired across arms).
+        baseline: Index of :data:`BASELINE_ARM` in ``arms``.
+    """
+
+    design: TwoStage
+    calibration: TwoStageCalibration
+    arms: tuple[ProbeArm, ...]
+    values: tuple[np.ndarray, ...]
+    baseline: int
+
+    def difference(self, arm: int) -> tuple[float, tuple[float, float]] | None:
+        """Paired mean difference of arm ``arm`` against the baseline and its 95 % CI (``None`` for the baseline)."""
+        if arm == self.baseline:
+            return None
+        return mean_ci95(self.values[arm] - self.values[self.baseline])
+
+
+def simulate_two_stage_arms(
+    design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int, seed: int,
+    arms: tuple[ProbeArm, ...], *, probe_family: LandscapeFamily | None = None,
+) -> TwoStageArmsResult:
+    """Calibrate ``design`` once and simulate every arm with the same seed (paired), plus the baseline arm.
+
+    Args:
+        design: The design (released probes).
+        family: The final runs' family.
+        epsilon: Total ε.
+        delta: δ.
+        repeats: Searches per arm.
+        seed: Seed shared by every arm.
+        arms: The arms; :data:`BASELINE_ARM` is added first when missing.
+        probe_family: The probes' family (same grid, e.g. fewer epochs); default ``family``.
+
+    Returns:
+        The result, ``values`` paired across arms.
+    """
+    check_positive("epsilon", epsilon)
+    for arm in arms:
+        _check_arm(design, arm)
+    arms = arms if BASELINE_ARM in arms else (BASELINE_ARM, *arms)
+    probes = family if probe_family is None else probe_family
+    calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata)
+    probe_landscape = _member_at(probes, calibration.probe_sigma, "probe", design, epsilon)
+    final_landscape = _member_at(family, calibration.final_sigma, "final", design, epsilon)
+    _check_same_grid(probe_landscape, final_landscape)
+    values = tuple(two_stage_arm_values(design, probe_landscape, final_landscape, repeats, seed, arm) for arm in arms)
+    return TwoStageArmsResult(design, calibration, tuple(arms), values, arms.index(BASELINE_ARM))

@@ -412,3 +412,33 @@ def test_simulate_one_two_stage_design_at_equal_epsilon(capsys) -> None:
     assert "--probes is for --design two-stage" in capsys.readouterr().err
     assert run(["simulate", *family, "--epsilon", "8"]) == 2
     assert "--strategy is required with --design single" in capsys.readouterr().err
+
+
+def test_simulate_two_stage_arms_with_cheap_probes_report_paired_differences_against_uniform(capsys) -> None:
+    root = Path(__file__).resolve().parents[2] / "landscapes"
+    family = [arg for s in ("0.7", "1.0", "1.45") for arg in ("--landscape", str(root / f"digits_mlp_sigma{s}.npz"))]
+    probes = [arg for s in ("1.0", "1.45", "2.1") for arg in
+              ("--probe-landscape", str(root / "multifidelity" / f"digits_mlp_epochs2_sigma{s}.npz"))]
+    argv = ["simulate", *family, *probes, "--epsilon", "8", "--design", "two-stage", "--probes", "10",
+            "--probe-strategy", "gp", "--recommend", "gp-mean", "--repeats", "8", "--json"]
+    assert run(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["design"]["probe_mode"] == "release"  # what dphypo tune runs
+    assert payload["probe_landscape"] == probes[1::2] and payload["baseline"] == "uniform + best-probe"
+    assert [arm["label"] for arm in payload["arms"]] == ["uniform + best-probe", "gp-log-nei + gp-mean"]
+    base, gp = payload["arms"]
+    assert base["difference_vs_uniform"] is None and base["mean"] == payload["mean"]
+    difference = gp["difference_vs_uniform"]
+    assert difference["ci95"][0] <= difference["mean"] <= difference["ci95"][1]
+    assert gp["placement"]["acquisition"] == "log-nei" and gp["recommendation"] == {"rule": "gp-mean"}
+    # 2-epoch probes are cheaper than 10-epoch ones at the same total: their σ is below a full-fidelity probe's
+    assert payload["probe_sigma"] < 2.5
+    for extra, message in ((["--probe-strategy", "tpe"], "--probe-strategy must be one of uniform, gp"),
+                           (["--recommend", "median"], "--recommend must be one of best-probe, gp-mean"),
+                           (["--runs", "negbin"], "--runs must be geometric with --design two-stage"),
+                           (["--probe-mode", "select"], "--probe-strategy and --recommend need --probe-mode release")):
+        assert run([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert run(["simulate", *family, "--epsilon", "8", "--strategy", "uniform", "--recommend", "gp-mean"]) == 2
+    assert "--recommend is for --design two-stage" in capsys.readouterr().err

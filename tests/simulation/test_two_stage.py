@@ -125,3 +125,48 @@ def test_a_probe_selection_that_ran_no_probe_releases_nothing() -> None:
     # (releasing a random point when no probe ran would move e^-1 · 19/20 of that mass: far outside the tolerance)
     worst = np.mean(values == landscape.worst_value)
     assert abs(worst - np.exp(-0.95)) < 4 * np.sqrt(0.39 * 0.61 / 4000)
+
+
+def _bump(std: float, *, flip: bool = False) -> Landscape:
+    """An 8×8 grid: a smooth bump (0.9 at its peak, 0.1 far away), noise ``std``."""
+    lr, clip = np.meshgrid(np.linspace(0, 1, 8), np.linspace(0, 1, 8), indexing="ij")
+    mean = 0.1 + 0.8 * np.exp(-((lr - 0.7) ** 2 + (clip - 0.3) ** 2) / 0.08)
+    return Landscape.from_axes(mean[::-1] if flip else mean, np.full(mean.shape, std),
+                               {"lr": np.geomspace(1e-3, 1.0, 8), "clip": np.linspace(0.5, 3.0, 8)},
+                               {"lr": "log", "clip": "linear"})
+
+
+def test_arms_share_their_streams_and_the_baseline_is_todays_design() -> None:
+    from dphypo.simulation.two_stage import BASELINE_ARM, ProbeArm, two_stage_arm_values
+    from dphypo.strategies.recommend import Recommendation
+
+    probes, final = _bump(0.1), _bump(0.0, flip=True)
+    design = TwoStage(ProbeRelease(6))
+    base = two_stage_arm_values(design, probes, final, 300, 1, BASELINE_ARM)
+    np.testing.assert_array_equal(base, two_stage_arm_values(design, probes, final, 300, 1))  # same seed: same
+    assert not np.array_equal(base, two_stage_arm_values(design, probes, final, 300, 2))
+    # the baseline commits the best of 6 uniform noisy probes, as two_stage_values does (same law, other streams)
+    old = two_stage_values(design, probes, final, 3000, np.random.default_rng(0))
+    new = two_stage_arm_values(design, probes, final, 3000, 0)
+    assert abs(old.mean() - new.mean()) < 4 * np.hypot(old.std(), new.std()) / np.sqrt(3000)
+    # a recommendation arm sees the same probes and scores: where the rules agree, the values are equal
+    gp_mean = two_stage_arm_values(design, probes, final, 300, 1, ProbeArm(recommendation=Recommendation("gp-mean")))
+    assert 0.3 < np.mean(gp_mean == base) < 1.0
+    with pytest.raises(TwoStageDesignError, match="need released probes"):
+        two_stage_arm_values(TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.1)))), probes, final, 10, 0,
+                             ProbeArm(recommendation=Recommendation("gp-mean")))
+
+
+def test_gp_placement_and_the_posterior_mean_beat_uniform_placement_and_the_best_probe_paired() -> None:
+    from dphypo.simulation.two_stage import BASELINE_ARM, ProbeArm, two_stage_arm_values
+    from dphypo.strategies.gp.placement import ProbePlacement
+    from dphypo.strategies.recommend import Recommendation
+
+    landscape = _bump(0.08)
+    design = TwoStage(ProbeRelease(15))
+    base = two_stage_arm_values(design, landscape, landscape, 40, 3, BASELINE_ARM)
+    arm = ProbeArm(ProbePlacement(), Recommendation("gp-mean"))
+    gp = two_stage_arm_values(design, landscape, landscape, 40, 3, arm)
+    difference = gp - base
+    half = stats.t.ppf(0.975, 39) * difference.std(ddof=1) / np.sqrt(40)
+    assert difference.mean() - half > 0  # paired 95 % CI above 0

@@ -176,6 +176,19 @@ class GridPosterior:
         at = torch.as_tensor(np.asarray(members, dtype=np.int64))
         return self.loc[at].numpy(), self.scale[at].numpy()
 
+    def factor_rows(self, members: np.ndarray) -> torch.Tensor:
+        """The members' rows V (posterior covariance K − VᵀV, standardised space), shape ``(k, R, n)``.
+
+        Zero rows beyond a member's own count add nothing to VᵀV. A copy (for joint covariances, e.g. BoTorch
+        acquisitions over grid points: :mod:`dphypo.strategies.gp.acquisition`).
+
+        Args:
+            members: Shape ``(k,)``.
+        """
+        members = np.asarray(members, dtype=np.int64)
+        width = int(self._rows[members].max()) if members.size else 0
+        return self._factor[torch.as_tensor(members), :width].clone()
+
     def mark_observed(self, indices: np.ndarray) -> None:
         """Record the grid points each member's factor was built from (a fit's training points), in order.
 
