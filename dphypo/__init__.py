@@ -39,10 +39,14 @@ __all__ = [
     "SearchOptions",
     "SearchResult",
     "SearchSpace",
+    "SingleStage",
+    "Subsampled",
     "Tuner",
     "TwoStage",
+    "TwoStageSearch",
     "Uniform",
     "__version__",
+    "auto_design",
     "make_executor",
     "tune",
     "tune_subsampled",
@@ -53,6 +57,10 @@ _LAZY = {
     "tune": "dphypo.api",
     "tune_subsampled": "dphypo.api",
     "tune_two_stage": "dphypo.api",
+    "SingleStage": "dphypo.api",
+    "Subsampled": "dphypo.api",
+    "TwoStageSearch": "dphypo.api",
+    "auto_design": "dphypo.api",
     "TwoStage": "dphypo.privacy",
     "ProbeRelease": "dphypo.privacy",
     "ProbeSelection": "dphypo.privacy",
@@ -89,7 +97,7 @@ _RENAMED = {
 }
 
 if TYPE_CHECKING:
-    from dphypo.api import tune, tune_subsampled, tune_two_stage
+    from dphypo.api import SingleStage, Subsampled, TwoStageSearch, auto_design, tune, tune_subsampled, tune_two_stage
     from dphypo.exceptions import DataFailure, DphypoError, LostAttemptsExceeded
     from dphypo.privacy import (
         FinalRun,

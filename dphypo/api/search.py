@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
-from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, calibrate_sigma, geometric
+from dphypo.api.calibration_cache import cached_calibration
+from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, geometric
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
 from dphypo.privacy.heterogeneous import calibrate_heterogeneous
 from dphypo.privacy.profiles import PldProfile, ProfileSkipped
@@ -184,6 +185,9 @@ def tune(
 ) -> SearchResult:
     """Run a private hyperparameter search of DP-SGD candidates and release the best one with its total (ε, δ).
 
+    The single-stage runner of :func:`dphypo.tune` (:func:`dphypo.api.runner.tune`), which calls it for a
+    :class:`~dphypo.api.design.SingleStage` design and for its single-stage arguments (``strategy``, ``runs``, ...).
+
     Args:
         objective: ``objective(params, run) -> score`` or ``(score, artifact)``; it must train through
             ``run.make_private(...)`` (so the planned σ and sampling rate are used and checked) and return
@@ -282,15 +286,11 @@ def calibrated_sigma(
 
     What :func:`tune` trains with (and ``dphypo tune --dry-run`` prints) for a space whose axes do not change a run's
     privacy; :func:`~dphypo.privacy.calibrate_sigma` on ``training``'s per-run curve and, for a uniform search, its
-    PLD (the profile bounds are proven for uniform searches only, KRW 2024 Sec. 4).
+    PLD (the profile bounds are proven for uniform searches only, KRW 2024 Sec. 4). Coarse to fine and cached on disk
+    (:func:`~dphypo.api.calibration_cache.cached_calibration`; a cached σ is re-certified at full precision).
     """
-    profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
-    if not search.adaptive:
-        def profile_for(s: float) -> PldProfile | ProfileSkipped:
-            return profile_or_skipped(training.mechanism(s))
-
-    return calibrate_sigma(epsilon, delta, search, lambda s: training.mechanism(s).rdp(),
-                           profile_for_sigma=profile_for, max_lost=max_lost).sigma
+    return cached_calibration(epsilon, delta, search, training.mechanism(1.0), profiles=not search.adaptive,
+                              max_lost=max_lost, profile_for=profile_or_skipped).sigma
 
 
 def _run_tuner(tuner: Tuner, in_flight: int) -> SearchResult:

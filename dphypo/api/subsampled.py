@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 
+from dphypo.api.calibration_cache import cached_sigmas
 from dphypo.api.search import checked_search, fresh_entropy
 from dphypo.privacy import PrivacyAccounting, PrivacyReport, RepeatAndSelect, RunCountDistribution
 from dphypo.privacy.subsampled import (
@@ -153,6 +154,8 @@ def tune_subsampled(
     **option_fields: Unpack[SearchOptionFields],
 ) -> SubsampledSearchResult:
     r"""Tune on a Poisson subsample X₁ of rate ``fraction``, train one final model, release it with the total ε.
+
+    The runner of ``dphypo.tune(..., design=dphypo.Subsampled(fraction, variant, strategy, runs))``.
 
     The parameters are :func:`~dphypo.api.tune`'s plus ``fraction`` and ``variant``: a flat list on purpose (each is
     a choice of the caller, kept parallel to ``tune``'s), while how the search runs is already one parameter object,
@@ -320,12 +323,34 @@ class _SubsampledSearch:
                                  charged_runs=self.max_lost)
 
     def calibrated_sigma(self, epsilon: float) -> float:
-        """One σ for the tuning runs and the final run whose KK total meets ``epsilon``."""
-        return calibrate_subsampled_sigma(
-            epsilon, self.delta, self.search, self.fraction, self.variant,
-            lambda s: self.tuning.mechanism(s).rdp(self.orders),
-            lambda s: self.final.mechanism(s).training_rdp(self.orders), max_lost=self.max_lost,
-        ).sigma
+        """One σ for the tuning runs and the final run whose KK total meets ``epsilon``.
+
+        Cached on disk by the description of both mechanisms, the search and (ε, δ)
+        (:mod:`dphypo.api.calibration_cache`; a cached σ is re-certified by one KK accounting at full precision).
+        """
+        def compute() -> tuple[tuple[float, ...], SubsampledTuningReport]:
+            calibration = calibrate_subsampled_sigma(
+                epsilon, self.delta, self.search, self.fraction, self.variant,
+                lambda s: self.tuning.mechanism(s).rdp(self.orders),
+                lambda s: self.final.mechanism(s).training_rdp(self.orders), max_lost=self.max_lost,
+            )
+            return (calibration.sigma,), calibration.report
+
+        def certify(sigmas: tuple[float, ...]) -> SubsampledTuningReport | None:
+            report = self.report(sigmas[0]) if len(sigmas) == 1 else None
+            return report if report is not None and report.epsilon <= epsilon else None
+
+        def mechanism(recipe: DPSGD) -> dict[str, Any]:
+            m = recipe.mechanism(1.0)
+            return {"sample_rate": m.sample_rate, "steps": m.steps, "score_noise": m.score_noise}
+
+        description = {"calibration": "subsampled (Koskela-Kulkarni)", "epsilon": float(epsilon),
+                       "delta": float(self.delta), "search": self.search.describe(),
+                       "run_count": repr(self.search.run_count), "fraction": float(self.fraction),
+                       "variant": repr(self.variant), "max_lost": int(self.max_lost),
+                       "orders": [float(o) for o in self.orders], "tuning": mechanism(self.tuning),
+                       "final": mechanism(self.final)}
+        return cached_sigmas(description, compute, certify)[0][0]
 
     def release(self, inner: SearchResult, sigma: float, kk: SubsampledTuningReport) -> SubsampledSearchResult:
         """Transfer the best hyperparameters, train the final model once and release it with the KK total ε.

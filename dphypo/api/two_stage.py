@@ -26,6 +26,15 @@ released probes C and c are not charged, the composition covers any placement); 
 noisy score covered by its own curve (rule 4); a failed run scores worst and is not retried (rule 5); all random
 streams come from the secret seed or fresh OS entropy (rule 6). The curator-only histories hold T, T′ and every
 run's score.
+
+**Crash safety.** With ``journal=`` the search is recorded in one journal
+(:class:`~dphypo.search.storage.SQLiteJournal`, curator only), sealed before any data is touched with the design,
+both mechanisms, the seed and both drawn counts T and T′; every probe and every final run is journaled as it
+finishes (runs numbered on from stage 1 to stage 2, :class:`~dphypo.search.storage.StageJournal`), the best final
+run's model with it. Running the same call again resumes: the counts and σ are read back, never redrawn or
+recalibrated, finished runs are replayed, and an attempt a dead process left in flight is charged against
+``max_lost``, which the total ε charges up front in each stage (:func:`charged_mechanisms`); the release is the
+uninterrupted search's at the same seed.
 """
 
 from __future__ import annotations
@@ -35,12 +44,15 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
+from dphypo._paths import check_output_file
+from dphypo.api.calibration_cache import cached_sigmas
 from dphypo.api.search import fresh_entropy, pass_options, resolve_strategy
-from dphypo.privacy.calibration import smallest_sigma
+from dphypo.privacy.calibration import COARSE_DISCRETIZATION, COARSE_ORDERS, coarse_to_fine_sigma
 from dphypo.privacy.profiles import PldProfile, ProfileTooLargeError
 from dphypo.privacy.two_stage import (
     FinalRun,
@@ -53,7 +65,7 @@ from dphypo.privacy.two_stage import (
     account_two_stage,
     calibrate_two_stage,
 )
-from dphypo.privacy.validation import check_delta, check_int_at_least, check_positive
+from dphypo.privacy.validation import check_delta, check_int_at_least, check_non_negative_int, check_positive
 from dphypo.search.evaluation import Objective, run_batch
 from dphypo.search.execution import Executor, make_executor
 from dphypo.search.limits import check_expected_runs
@@ -62,7 +74,17 @@ from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_opt
 from dphypo.search.recording import Recorder
 from dphypo.search.records import Run, Trial
 from dphypo.search.run import SearchRun, SearchStreams
-from dphypo.search.tuner import Release, SearchHistory, SearchResult
+from dphypo.search.storage import (
+    Journal,
+    JournalMismatch,
+    MemoryJournal,
+    SealedSearch,
+    SQLiteJournal,
+    StageJournal,
+)
+from dphypo.search.storage.base import mismatch
+from dphypo.search.storage.describe import describe
+from dphypo.search.tuner import Release, SearchHistory, SearchResult, _objective_description, release_payload
 from dphypo.space import SearchSpace
 from dphypo.strategies import Strategy
 from dphypo.strategies.base import Direction
@@ -78,9 +100,11 @@ __all__ = [
     "ReleasedProbe",
     "TwoStageOutcome",
     "TwoStageSearchResult",
+    "charged_mechanisms",
     "default_probe_epochs",
     "tune_two_stage",
     "two_stage_mechanisms",
+    "two_stage_release_payload",
 ]
 
 #: The design the studies favour at dphypo tune's default budget (ε = 8, about 20 runs, docs/studies.md "Two-stage
@@ -126,6 +150,7 @@ class TwoStageOutcome:
             hyperparameters, or the candidates of the final selection.
         report: The accounting (total ε, each stage's ε and theorem, every valid bound).
         final_failed: The released final run failed on the data (no model; not retried).
+        max_lost: Lost attempts each stage was charged for up front (in ``report``).
     """
 
     design: TwoStage
@@ -135,6 +160,7 @@ class TwoStageOutcome:
     finalists: tuple[dict[str, Any], ...]
     report: TwoStageReport
     final_failed: bool = False
+    max_lost: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary: enough to recompute the total ε (both mechanisms and the design)."""
@@ -148,6 +174,7 @@ class TwoStageOutcome:
             "final_mechanism": mechanism(self.final_mechanism),
             "released_probes": [{"params": p.params, "score": p.score} for p in self.probes],
             "finalists": list(self.finalists), "accounting": self.report.to_dict(), "final_failed": self.final_failed,
+            "max_lost_per_stage": self.max_lost,
         }
 
 
@@ -195,54 +222,144 @@ def two_stage_mechanisms(
     if sigmas is None:
         assert epsilon is not None
         check_positive("epsilon", epsilon)
-        sigmas = _calibrated_sigmas(probe_training, training, design, epsilon, delta)
+        sigmas, report = _calibrated_sigmas(probe_training, training, design, epsilon, delta)
+        return probe_training.mechanism(sigmas[0]), training.mechanism(sigmas[1]), report
     probe, final = probe_training.mechanism(sigmas[0]), training.mechanism(sigmas[1])
     return probe, final, _report(probe, final, design, delta)
 
 
-def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage, epsilon: float, delta: float
-                       ) -> tuple[float, float]:
-    """Both σ for a total ε: the RDP calibration, then the PLD's slack spent on less noise where that bound is valid.
+def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage, epsilon: float, delta: float,
+                       *, coarse: bool = True, cache: bool = True) -> tuple[tuple[float, float], TwoStageReport]:
+    """Both σ for a total ε and the report there: the smallest common scale whose smallest valid bound meets ε.
 
-    The RDP calibration (:func:`~dphypo.privacy.two_stage.calibrate_two_stage`) meets ε by itself. For released probes
-    and one final run the composed PLD is tighter (8.83 by RDP against 7.99 by PLD at the σ the default design on
-    digits ends with), so both σ are then scaled by the smallest common factor (their ratio, the split, kept) whose
-    smallest valid bound still meets ε. ε(factor) is non-increasing in the factor (each run's PLD and curve are), so
-    the root finding applies.
+    :func:`~dphypo.privacy.two_stage.calibrate_two_stage` fixes the ratio of the two σ by the split (each stage alone
+    calibrated to its share, RDP) and scales both by the smallest common factor whose total meets ε under the
+    accounting the search reports (:func:`_report`): for released probes and one final run the composed PLDs are
+    tighter (7.99 against 8.83 by RDP on the default design on digits), so their slack goes to less noise. Every
+    root is found coarse to fine (``coarse``; the coarse accounting on
+    :data:`~dphypo.privacy.calibration.COARSE_ORDERS` and PLDs at
+    :data:`~dphypo.privacy.calibration.COARSE_DISCRETIZATION`, each answer certified at full precision), and the
+    result is cached on disk by the description of both mechanisms, the design and (ε, δ) (``cache``;
+    :mod:`dphypo.api.calibration_cache`: a cached pair is re-certified by one full accounting, the report returned).
     """
-    calibration = calibrate_two_stage(epsilon, delta, design.stage1, design.stage2,
-                                      lambda s: probe_training.mechanism(s).rdp(),
-                                      lambda s: training.mechanism(s).rdp(), split=design.split)
-    rdp_sigmas = (calibration.probe_sigma, calibration.final_sigma)
-    if not (isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun)):
-        return rdp_sigmas
+    description = {"calibration": "two-stage", "design": design.describe(), "epsilon": float(epsilon),
+                   "delta": float(delta), "probe": _mechanism_description(probe_training),
+                   "final": _mechanism_description(training), "accounting": "rdp+pld (composed) where valid"}
 
-    def epsilon_at(factor: float) -> float:
-        probe, final = (probe_training.mechanism(factor * rdp_sigmas[0]),
-                        training.mechanism(factor * rdp_sigmas[1]))
-        return _report(probe, final, design, delta).epsilon
+    def report_at(probe_sigma: float, final_sigma: float) -> TwoStageReport:
+        return _report(probe_training.mechanism(probe_sigma), training.mechanism(final_sigma), design, delta)
 
-    factor = smallest_sigma(epsilon_at, epsilon, rtol=1e-3, sigma_bounds=(0.05, 1.0))
-    return factor * rdp_sigmas[0], factor * rdp_sigmas[1]
+    def compute() -> tuple[tuple[float, float], TwoStageReport]:
+        options: dict[str, Any] = {"split": design.split, "account_at": report_at}
+        if coarse:
+            options.update(coarse_probe_for_sigma=lambda s: probe_training.mechanism(s).rdp(COARSE_ORDERS),
+                           coarse_final_for_sigma=lambda s: training.mechanism(s).rdp(COARSE_ORDERS),
+                           coarse_account_at=lambda p, f: _coarse_epsilon(probe_training.mechanism(p),
+                                                                          training.mechanism(f), design, delta))
+        calibration = calibrate_two_stage(epsilon, delta, design.stage1, design.stage2,
+                                          lambda s: probe_training.mechanism(s).rdp(),
+                                          lambda s: training.mechanism(s).rdp(), **options)
+        return (calibration.probe_sigma, calibration.final_sigma), calibration.report
+
+    def certify(sigmas: tuple[float, ...]) -> TwoStageReport | None:
+        if len(sigmas) != 2:
+            return None
+        report = report_at(*sigmas)
+        return report if report.epsilon <= epsilon else None
+
+    if not cache:
+        return compute()
+    sigmas, report = cached_sigmas(description, compute, certify)
+    return (sigmas[0], sigmas[1]), report
 
 
-def _report(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delta: float) -> TwoStageReport:
-    """:func:`~dphypo.privacy.two_stage.account_two_stage`, with both runs' PLDs where that bound is valid."""
+def _mechanism_description(training: DPSGD) -> dict[str, Any]:
+    """What one run's privacy depends on besides σ (JSON-ready): q, steps, the score release."""
+    mechanism = training.mechanism(1.0)
+    return {"sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "score_noise": mechanism.score_noise}
+
+
+def _coarse_epsilon(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delta: float) -> float:
+    """:func:`_report`'s ε on the coarse accounting (calibration's bracket only, never reported)."""
+    profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
+    if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
+        profiles = _shared_profiles(probe, final, COARSE_DISCRETIZATION)
+    return account_two_stage(probe.rdp(COARSE_ORDERS), final.rdp(COARSE_ORDERS), design.stage1, design.stage2, delta,
+                             probe_profile=profiles[0], final_profile=profiles[1]).epsilon
+
+
+def _report(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delta: float, *, max_lost: int = 0
+            ) -> TwoStageReport:
+    """:func:`~dphypo.privacy.two_stage.account_two_stage`, with both runs' PLDs where that bound is valid.
+
+    ``max_lost`` lost attempts per stage are charged up front: ``max_lost`` more probe runs and ``max_lost`` more
+    final runs, each composed as a released run of its stage (docs/privacy.md rule 8).
+    """
     profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
     if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
         profiles = _shared_profiles(probe, final)
     return account_two_stage(probe.rdp(), final.rdp(), design.stage1, design.stage2, delta,
-                             probe_profile=profiles[0], final_profile=profiles[1])
+                             probe_profile=profiles[0], final_profile=profiles[1], charged_probes=max_lost,
+                             charged_finals=max_lost)
 
 
-def _shared_profiles(probe: DPSGDMechanism, final: DPSGDMechanism) -> tuple[PldProfile | None, PldProfile | None]:
+def charged_mechanisms(
+    training: DPSGD, design: TwoStage, *, probe_epochs: int, epsilon: float | None, delta: float,
+    sigmas: tuple[float, float] | None = None, max_lost: int = 0,
+) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
+    """:func:`two_stage_mechanisms` with ``max_lost`` lost attempts per stage charged up front; no data read.
+
+    Without a charge this is :func:`two_stage_mechanisms`. With one, a given ``sigmas`` is accounted with the
+    charge; a total ``epsilon`` first gives both σ of the search without the charge, then both are scaled by the
+    smallest common factor ≥ 1 (their ratio, the split, kept) whose charged total (the smallest valid bound: RDP, or
+    the composed PLDs where valid) still meets ``epsilon``, searched coarse to fine
+    (:func:`~dphypo.privacy.calibration.coarse_to_fine_sigma`: found on the coarse accounting, decided at full
+    precision, to 0.1 % on the safe side). ε(factor) is non-increasing in the factor (every run's curve and PLD
+    is), so the root finding applies; the returned report is the charged accounting at the σ used (every stage's
+    theorem names its charged attempts).
+
+    Raises:
+        CalibrationError: The charged total cannot meet ``epsilon`` at any σ up to 1000 times the uncharged ones.
+    """
+    check_non_negative_int("max_lost", max_lost)
+    probe, final, report = two_stage_mechanisms(training, design, probe_epochs=probe_epochs, epsilon=epsilon,
+                                                delta=delta, sigmas=sigmas)
+    if max_lost == 0:
+        return probe, final, report
+    probe_training = dataclasses.replace(training, epochs=probe_epochs)
+    if epsilon is None:
+        return probe, final, _report(probe, final, design, delta, max_lost=max_lost)
+    base = (probe.sigma, final.sigma)
+
+    def pair(factor: float) -> tuple[DPSGDMechanism, DPSGDMechanism]:
+        return probe_training.mechanism(factor * base[0]), training.mechanism(factor * base[1])
+
+    def charged_at(factor: float) -> float:
+        return _report(*pair(factor), design, delta, max_lost=max_lost).epsilon
+
+    def coarse_at(factor: float) -> float:  # the search's bracket only (coarse orders and PLD grid), never reported
+        p, f = pair(factor)
+        profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
+        if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
+            profiles = _shared_profiles(p, f, COARSE_DISCRETIZATION)
+        return account_two_stage(p.rdp(COARSE_ORDERS), f.rdp(COARSE_ORDERS), design.stage1, design.stage2, delta,
+                                 probe_profile=profiles[0], final_profile=profiles[1], charged_probes=max_lost,
+                                 charged_finals=max_lost).epsilon
+
+    factor = coarse_to_fine_sigma(charged_at, coarse_at, epsilon, rtol=1e-3, sigma_bounds=(1.0, 1e3))
+    return (*pair(factor), _report(*pair(factor), design, delta, max_lost=max_lost))
+
+
+def _shared_profiles(probe: DPSGDMechanism, final: DPSGDMechanism, discretization: float | None = None
+                     ) -> tuple[PldProfile | None, PldProfile | None]:
     """Both runs' PLDs on one discretisation, or ``(None, None)`` when one cannot be built (RDP only then).
 
     The coarser of their own discretisations: a long run's PLD may coarsen to fit its size cap, and PLDs compose only
-    on one grid.
+    on one grid. ``discretization``: the finest grid asked for (default the runs' own, what a report uses).
     """
     try:
-        pair = (probe.profile(), final.profile())
+        pair = ((probe.profile(), final.profile()) if discretization is None
+                else (probe.profile(discretization), final.profile(discretization)))
         coarsest = max(p.discretization for p in pair)
         if any(p.discretization != coarsest for p in pair):
             pair = (probe.profile(coarsest), final.profile(coarsest))
@@ -264,10 +381,14 @@ def tune_two_stage(
     sigmas: tuple[float, float] | None = None,
     delta: float = 1e-5,
     strategy: Strategy | str | None = None,
+    max_lost: int = 0,
+    objective_id: Any = None,
     options: SearchOptions | None = None,
     **option_fields: Unpack[SearchOptionFields],
 ) -> TwoStageSearchResult:
     """Probe cheaply, commit once: a two-stage private search released with one total (ε, δ) (module docstring).
+
+    The runner of ``dphypo.tune(..., design=dphypo.TwoStageSearch(design, strategy, probe_epochs))``.
 
     Args:
         objective: As for :func:`~dphypo.api.tune` (it trains through ``run.make_private`` under the mechanism the
@@ -283,10 +404,19 @@ def tune_two_stage(
         strategy: Where probes are placed: ``"uniform"`` (default, draws from the prior) or ``"gp"`` / a
             :class:`~dphypo.strategies.Strategy`. A probe selection must use a strategy with its search's C and c;
             released probes accept any (their accounting, composition, does not depend on the placement).
+        max_lost: Attempts *each stage* may lose to a dead worker or process (kill -9) and still release; charged
+            up front as ``max_lost`` more probe runs and ``max_lost`` more final runs, composed into the total ε
+            (and into the calibrated σ) whether or not they are used. One more loss in a stage stops the search
+            without a release. Default 0.
+        objective_id: Description of the objective sealed in the journal (default: a dataclass objective's fields,
+            else its qualified name), so a resume with another objective is refused.
         options: How the runs execute (:class:`~dphypo.search.options.SearchOptions`): ``seed`` is the curator
             secret of both stages (default: fresh OS entropy), ``executor``, ``runs_per_update``, ``progress``
-            (counts only). A journal is not supported: the final stage is not journaled, so a crash could not be
-            charged.
+            (counts only), and ``journal``: a crash-safe file (curator only) sealed, before any data is touched,
+            with the design, both mechanisms, the seed and both drawn run counts (T and T′); every probe and final
+            run is journaled as it finishes and the final model with it. The same call on an existing journal
+            resumes the search: the counts are read, never redrawn, finished runs are replayed, and attempts a dead
+            process left in flight are charged against ``max_lost``; the release is the uninterrupted search's.
         **option_fields: The same fields as keywords.
 
     Returns:
@@ -296,6 +426,8 @@ def tune_two_stage(
     Raises:
         TwoStageDesignError: A probe fidelity above the final one, a strategy whose bounds a probe selection does
             not account, or a split that leaves a stage nothing (all before any data is read).
+        JournalMismatch: A journal sealed by another search (every differing field named).
+        LostAttemptsExceeded: A stage lost more attempts than ``max_lost`` (no release).
         ValueError: Bad arguments, in one line.
     """
     run_options = resolve_options("tune_two_stage", options, option_fields)
@@ -307,30 +439,159 @@ def tune_two_stage(
     if space.changes_privacy:
         raise ValueError("tune_two_stage sets the probes' fidelity with probe_epochs; a space with batch-size or "
                          "epochs axes needs dphypo.tune")
-    if run_options.journal is not None:
-        raise ValueError("tune_two_stage does not support a journal yet: the final stage is not journaled, so a "
-                         "crash during it could not be charged (use dphypo.tune for a resumable search)")
+    check_non_negative_int("max_lost", max_lost)
     chosen = _probe_strategy(strategy, design)
     for stage, name in ((design.stage1, "probes"), (design.stage2, "final_mean")):  # T drawable in bounded time
         if isinstance(stage, (ProbeSelection, FinalSelection)):
             check_expected_runs(stage.search.run_count, name)
     epochs = default_probe_epochs(training.epochs) if probe_epochs is None else probe_epochs
-    probe, final, report = two_stage_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon, delta=delta,
-                                                sigmas=sigmas)
-    entropy = int(run_options.seed) if run_options.seed is not None else fresh_entropy()
-    probe_count, final_count = _run_counts(design, entropy)  # both drawn before any data is touched (rule 2)
+    path = None if run_options.journal is None else check_output_file(run_options.journal, "journal")
+    seal = _Seal(design, space, chosen, epochs, epsilon, sigmas, delta, max_lost, run_options.direction,
+                 _objective_description(objective) if objective_id is None else objective_id)
+    sealed = _peek(path)
+    if sealed is None:
+        probe, final, report = charged_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon,
+                                                  delta=delta, sigmas=sigmas, max_lost=max_lost)
+    else:  # a resume: checked before anything is computed, then the sealed σ accounted again (never recalibrated)
+        seal.check(sealed, run_options.seed, repr(str(path)))
+        probe, final, report = _resumed_mechanisms(sealed, training, design, epochs, epsilon, delta, max_lost,
+                                                   repr(str(path)))
     with contextlib.ExitStack() as cleanup:
         executor = make_executor(run_options.executor)
         if executor is not run_options.executor:
             cleanup.callback(executor.close)
         stage_options = dataclasses.replace(run_options, executor=executor)
-        probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, stage_options)
+        sizing = DPSGD(batch_size=probe.batch_size, epochs=probe.epochs, n_train=probe.n_train)
+        probe_options, _ = pass_options(objective, stage_options, chosen.c < chosen.C, sizing, max_lost)
+        runs_per_update = probe_options.runs_per_update or executor.workers
+        journal = MemoryJournal() if path is None else SQLiteJournal.open(path)
+        cleanup.callback(journal.close)
+        entropy, (probe_count, final_count), resumed = seal.open(journal, (probe, final), runs_per_update,
+                                                                 run_options.seed)
+        recorders = (Recorder(run_options.direction, StageJournal(journal, 0, probe_count, keep_artifacts=False),
+                              max_lost),
+                     Recorder(run_options.direction, StageJournal(journal, probe_count, final_count), max_lost))
+        if resumed:  # attempts a dead process left in flight are charged (each stage against its max_lost)
+            for recorder in recorders:
+                recorder.resume()
+        probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, probe_options, recorders[0],
+                              runs_per_update)
         released = _released_probes(design, probes, run_options.direction)
         finalists = _finalists(released, space, design.stage1.top_k, run_options.direction)
-        finals = _final_stage(objective, space, finalists, final, final_count, entropy, stage_options,
+        finals = _final_stage(objective, space, finalists, final, final_count, entropy, stage_options, recorders[1],
                               completed=len(probes.trials))
-    return _two_stage_result(design, space, (probe, final), report, (probes, finals), (released, finalists),
-                             entropy, run_options.direction)
+        result = _two_stage_result(design, space, (probe, final), report, (probes, finals), (released, finalists),
+                                   entropy, run_options.direction, max_lost=max_lost)
+        journal.write_release(two_stage_release_payload(result))
+    return result
+
+
+def two_stage_release_payload(result: TwoStageSearchResult) -> dict[str, Any]:
+    """What a two-stage search's journal releases (``dphypo release FILE``): the final run and stage 1's release."""
+    outcome = result.two_stage
+    assert outcome is not None
+    return {**release_payload(result.release), "max_lost": outcome.max_lost, "design": "two-stage",
+            "two_stage": outcome.to_dict()}
+
+
+def _resumed_mechanisms(
+    sealed: SealedSearch, training: DPSGD, design: TwoStage, probe_epochs: int, epsilon: float | None, delta: float,
+    max_lost: int, where: str,
+) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
+    """Both mechanisms of a resumed search at its sealed σ, accounted again (the σ are not recalibrated).
+
+    Every input of the calibration but the training settings was checked against the seal already; the training
+    settings are in the sealed mechanisms, which the full check compares with these. Reading σ back (instead of
+    recalibrating) keeps a journal resumable across versions whose calibration differs; the total ε is recomputed
+    by this version's accountant and must still meet ``epsilon``.
+
+    Raises:
+        JournalMismatch: The sealed σ no longer meet ``epsilon`` under this version's accounting.
+    """
+    try:
+        sigmas = (float(sealed.config["probe_mechanism"]["sigma"]), float(sealed.config["final_mechanism"]["sigma"]))
+    except (KeyError, TypeError, ValueError):
+        raise JournalMismatch(f"the journal {where} holds no two-stage mechanisms: start a new journal") from None
+    probe, final, report = charged_mechanisms(training, design, probe_epochs=probe_epochs, epsilon=None, delta=delta,
+                                              sigmas=sigmas, max_lost=max_lost)
+    if epsilon is not None and report.epsilon > epsilon * (1 + 1e-9):
+        raise JournalMismatch(f"the noise sealed in the journal {where} is accounted at epsilon={report.epsilon:.6g} "
+                              f"by this version, above epsilon={epsilon:g}: the search cannot resume (start a new "
+                              "journal)")
+    return probe, final, report
+
+
+def _peek(path: Path | None) -> SealedSearch | None:
+    """The sealed search of an existing journal file (read-only), or ``None`` for a new search."""
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        return None
+    with SQLiteJournal.open(path, read_only=True) as journal:
+        return journal.sealed()
+
+
+@dataclass(frozen=True)
+class _Seal:
+    """What a two-stage journal seals before any data is touched, and how a resume is checked against it."""
+
+    design: TwoStage
+    space: SearchSpace
+    strategy: Strategy
+    probe_epochs: int
+    epsilon: float | None
+    sigmas: tuple[float, float] | None
+    delta: float
+    max_lost: int
+    direction: Direction
+    objective: Any
+
+    def config(self, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism] | None, runs_per_update: int | None,
+               seed: int, counts: tuple[int, int]) -> dict[str, Any]:
+        """The sealed configuration (JSON-ready): the design, both mechanisms, the seed and both drawn counts."""
+        return describe({
+            "search": "two-stage", "design": self.design, "probe_epochs": self.probe_epochs,
+            "epsilon": self.epsilon, "sigmas": self.sigmas, "delta": self.delta, "max_lost": self.max_lost,
+            "probe_mechanism": None if mechanisms is None else mechanisms[0],
+            "final_mechanism": None if mechanisms is None else mechanisms[1],
+            "space": self.space, "strategy": self.strategy, "direction": self.direction, "objective": self.objective,
+            "runs_per_update": runs_per_update, "seed": seed, "run_counts": {"probes": counts[0], "finals": counts[1]},
+        })
+
+    def check(self, sealed: SealedSearch, seed: int | None, where: str) -> tuple[int, int]:
+        """Refuse a resume whose configuration differs from ``sealed``; returns the sealed counts (T, T′).
+
+        The fields that depend on σ or on the executor (both mechanisms, runs per update) are left to
+        :meth:`open`, so a changed resume is refused before σ is calibrated.
+
+        Raises:
+            JournalMismatch: Naming every differing field (a journal of a single-stage search among them).
+        """
+        if sealed.config.get("search") != "two-stage":
+            raise JournalMismatch(f"the journal {where} holds a single-stage search, not a two-stage one: resume it "
+                                  "with the same design, or start a new journal for a new search")
+        counts = sealed.config.get("run_counts", {})
+        sealed_counts = (int(counts.get("probes", -1)), int(counts.get("finals", -1)))
+        given_seed = int(sealed.config.get("seed", -1)) if seed is None else int(seed)
+        config = self.config(None, None, given_seed, sealed_counts)
+        mismatch(sealed, config, ("probe_mechanism", "final_mechanism", "runs_per_update"), where)
+        return sealed_counts
+
+    def open(self, journal: Journal, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism], runs_per_update: int,
+             seed: int | None) -> tuple[int, tuple[int, int], bool]:
+        """Seal a new search (drawing T and T′ first) or verify a resumed one; ``(entropy, counts, resumed)``.
+
+        Both run counts are drawn from the accounted laws before any data is touched (privacy rule 2) and sealed;
+        a resumed search reads them, never redraws them.
+        """
+        sealed = journal.sealed()
+        if sealed is None:
+            entropy = int(seed) if seed is not None else fresh_entropy()
+            counts = _run_counts(self.design, entropy)
+            journal.seal(self.config(mechanisms, runs_per_update, entropy, counts), sum(counts))
+            return entropy, counts, False
+        counts = self.check(sealed, seed, repr(str(getattr(journal, "path", "in memory"))))
+        entropy = int(sealed.config["seed"])
+        journal.verify(self.config(mechanisms, runs_per_update, entropy, counts))
+        return entropy, counts, True
 
 
 def _probe_strategy(strategy: Strategy | str | None, design: TwoStage) -> Strategy:
@@ -373,25 +634,26 @@ class _Stage:
     artifacts: tuple[Any, ...]
     densities: tuple[np.ndarray, ...] = ()
     events: tuple[Any, ...] = ()
+    lost_attempts: int = 0
 
 
 def _probe_stage(objective: Objective, space: SearchSpace, strategy: Strategy, probe: DPSGDMechanism, count: int,
-                 entropy: int, options: SearchOptions) -> _Stage:
-    """Stage 1: ``count`` probes placed by ``strategy`` (densities projected onto its S_{C,c}), trained as passes."""
+                 entropy: int, options: SearchOptions, recorder: Recorder, runs_per_update: int) -> _Stage:
+    """Stage 1: ``count`` probes placed by ``strategy`` (densities projected onto its S_{C,c}), trained as passes.
+
+    ``recorder`` journals every probe as it finishes and replays the probes a resumed search already finished.
+    """
     assert isinstance(options.executor, Executor)
     streams = SearchStreams(
         sampling=np.random.default_rng(_stream(entropy, _PROBE_TAG, _SAMPLING)),
         strategy_seed=int(_stream(entropy, _PROBE_TAG, _STRATEGY).generate_state(1)[0]),
         run_seed=_run_seed(entropy, _PROBE_TAG),
     )
-    adaptive = strategy.c < strategy.C
-    sizing = DPSGD(batch_size=probe.batch_size, epochs=probe.epochs, n_train=probe.n_train)
-    stage_options, _ = pass_options(objective, options, adaptive, sizing, 0)
-    runs_per_update = stage_options.runs_per_update or options.executor.workers
     search = SearchRun(objective, space, strategy, options.direction, (strategy.C, strategy.c), count, streams,
-                       recorder=Recorder(options.direction), mechanism=probe)
+                       recorder=recorder, mechanism=probe)
     trace = search.run(options.executor, runs_per_update=runs_per_update, progress=options.progress)
-    return _Stage(count, tuple(trace.trials), tuple(trace.artifacts), tuple(trace.densities), tuple(trace.events))
+    return _Stage(count, tuple(trace.trials), tuple(trace.artifacts), tuple(trace.densities), tuple(trace.events),
+                  recorder.lost_attempts)
 
 
 def _finalists(released: tuple[ReleasedProbe, ...], space: SearchSpace, top_k: int, direction: Direction
@@ -416,23 +678,34 @@ def _finalists(released: tuple[ReleasedProbe, ...], space: SearchSpace, top_k: i
 
 
 def _final_stage(objective: Objective, space: SearchSpace, finalists: tuple[int, ...], final: DPSGDMechanism,
-                 count: int, entropy: int, options: SearchOptions, *, completed: int) -> _Stage:
-    """Stage 2: ``count`` full-fidelity runs, each of a finalist drawn uniformly (one run: the winner)."""
+                 count: int, entropy: int, options: SearchOptions, recorder: Recorder, *, completed: int) -> _Stage:
+    """Stage 2: ``count`` full-fidelity runs, each of a finalist drawn uniformly (one run: the winner).
+
+    ``recorder`` journals every run (and the best one's model) as it finishes; a resumed search replays the runs it
+    already finished, and the released run's model is then the journal's.
+    """
     assert isinstance(options.executor, Executor)
     rng = np.random.default_rng(_stream(entropy, _FINAL_TAG, _SAMPLING))
     picks = rng.integers(len(finalists), size=count)
     run_seed = _run_seed(entropy, _FINAL_TAG)
     batch = [Run(number, run_seed(number), None, finalists[int(pick)], final) for number, pick in enumerate(picks)]
-    done = run_batch(objective, space, batch, options.executor, Recorder(options.direction), options.progress,
-                     completed=completed)
+    # batches of at most max_lost runs (padded to it) when losses are charged: a kill loses a batch in flight
+    size = recorder.max_lost if 0 < recorder.max_lost < len(batch) else max(1, len(batch))
+    done: dict[int, tuple[Trial, Any]] = {}
+    for start in range(0, len(batch), size):
+        done |= run_batch(objective, space, batch[start:start + size], options.executor, recorder, options.progress,
+                          completed=completed + start, pass_size=size)
     trials = tuple(done[run.number][0] for run in batch)
-    return _Stage(count, trials, tuple(done[run.number][1] for run in batch))
+    best = best_trial(trials, options.direction)
+    artifacts = tuple(recorder.artifact(run.number, done[run.number][1]) if run.number == best and not
+                      trials[run.number].failed else done[run.number][1] for run in batch)
+    return _Stage(count, trials, artifacts, lost_attempts=recorder.lost_attempts)
 
 
 def _history(stage: _Stage, entropy: int, direction: Direction) -> SearchHistory:
     """A stage's curator-only history (its count, every run's score and timing, densities, events, the seed)."""
     return SearchHistory(stage.count, stage.trials, best_trial(stage.trials, direction), stage.densities,
-                         stage.events, entropy)
+                         stage.events, entropy, stage.lost_attempts)
 
 
 def _released_probes(design: TwoStage, probes: _Stage, direction: Direction) -> tuple[ReleasedProbe, ...]:
@@ -447,7 +720,7 @@ def _released_probes(design: TwoStage, probes: _Stage, direction: Direction) -> 
 def _two_stage_result(
     design: TwoStage, space: SearchSpace, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism], report: TwoStageReport,
     stages: tuple[_Stage, _Stage], handed_over: tuple[tuple[ReleasedProbe, ...], tuple[int, ...]], entropy: int,
-    direction: Direction,
+    direction: Direction, *, max_lost: int = 0,
 ) -> TwoStageSearchResult:
     """The release (the best final run, the total ε), the publishable outcome and the curator-only histories."""
     (probe, final), (probes, finals), (released, finalists) = mechanisms, stages, handed_over
@@ -461,6 +734,6 @@ def _two_stage_result(
         epsilon=report.epsilon, delta=report.delta, privacy=report, mechanism=final,
     )
     outcome = TwoStageOutcome(design, probe, final, released, tuple(space.params(i) for i in finalists), report,
-                              final_failed=failed)
+                              final_failed=failed, max_lost=max_lost)
     return TwoStageSearchResult(release, _history(probes, entropy, direction), _history(finals, entropy, direction),
                                 outcome)

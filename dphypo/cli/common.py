@@ -292,6 +292,36 @@ def typed_grids(lr_grid: str | None, clip_grid: str | None) -> tuple[tuple[float
     return lrs, clips
 
 
+#: Largest ``--pass-size``: candidates trained at once in one vectorised pass, which is padded to this size with
+#: dummy candidates (each holds a model copy); CUDA's default is at most 256, so 1024 leaves room for small models.
+MAX_PASS_SIZE = 1024
+#: Largest ``--epochs`` (and ``--epochs-grid`` value): one DP-SGD run of more epochs trains for days on the built-in
+#: recipes (a digits MLP epoch takes ~0.1 s, an MNIST CNN epoch tens of seconds, and a search trains ~20 runs).
+MAX_EPOCHS = 1000
+
+
+def check_pass_size(value: int | None, option: str = "--pass-size") -> None:
+    """Refuse a pass size that is not an integer in [1, :data:`MAX_PASS_SIZE`] in one line naming ``option``."""
+    from dphypo.privacy.validation import check_positive_int
+
+    if value is None:
+        return
+    check_positive_int(option, value)
+    if value > MAX_PASS_SIZE:
+        raise ValueError(f"{option} must be at most {MAX_PASS_SIZE} (candidates trained at once: every pass is padded "
+                         f"to this many model copies), got {value}")
+
+
+def check_epochs(value: int, option: str = "--epochs") -> None:
+    """Refuse an epoch count that is not an integer in [1, :data:`MAX_EPOCHS`] in one line naming ``option``."""
+    from dphypo.privacy.validation import check_positive_int
+
+    check_positive_int(option, value)
+    if value > MAX_EPOCHS:
+        raise ValueError(f"{option} must be at most {MAX_EPOCHS} (beyond it a single DP-SGD run trains for days), "
+                         f"got {value}")
+
+
 def is_scale(name: str) -> TypeGuard[Scale]:
     """Whether a ``--scale`` value names a GP score scale (narrows the option's ``str`` to :data:`Scale`)."""
     from dphypo.strategies import SCALES  # not at import time: ``dphypo --help`` loads no strategy code

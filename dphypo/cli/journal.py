@@ -76,7 +76,17 @@ def _release_table(payload: dict[str, Any], journal: str) -> Table:
     for key, label in (("test_accuracy", "test accuracy (public test split)"), ("model_path", "saved model")):
         if payload.get(key) is not None:
             table.add_row(label, str(payload[key]) if key == "model_path" else _fmt(payload[key]))
-    table.add_row("method", f"{privacy.get('method')} ({privacy.get('theorem')})")
+    staged = payload.get("two_stage")
+    if isinstance(staged, dict):  # a two-stage search: what stage 1 released is part of the release
+        table.add_row("design", str((staged.get("design") or {}).get("label")))
+        table.add_row("method", f"{privacy.get('method')} (stage 1: {privacy.get('stage1_theorem')}; stage 2: "
+                      f"{privacy.get('stage2_theorem')})")
+        table.add_row("released by stage 1", f"{len(staged.get('released_probes') or [])} probe(s) with their noisy "
+                      "scores (`--json` lists them)")
+        if payload.get("max_lost"):
+            table.add_row("lost attempts charged up front (max, per stage)", str(payload["max_lost"]))
+    else:
+        table.add_row("method", f"{privacy.get('method')} ({privacy.get('theorem')})")
     if privacy.get("charged_runs"):
         table.add_row("lost attempts charged up front (max)", str(privacy["charged_runs"]))
     plan = payload.get("plan")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from dphypo.simulation.planner import Candidate, Comparison, ComputeBudget, PlanResult, PlanRow
 
 __all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "check_designs", "plan_candidates",
-           "plan_command", "verdict"]
+           "plan_command", "unreachable_message", "verdict"]
 
 #: Library parameter names -> the plan options that set them (for one-line errors naming the option).
 OPTION_NAMES = {
@@ -213,6 +213,8 @@ def _plan(
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
                              adaptive_theorem=adaptive_theorem, compute=compute,
                              progress=lambda row: bar.advance(task))
+    if not any(row.feasible for row in result.rows):  # nothing to rank: one line saying why and what would run
+        raise ValueError(unreachable_message(result))
     payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result)}
     if as_json:
         _emit(payload, Table(), True)
@@ -223,6 +225,46 @@ def _plan(
         console.print(verdict(result), markup=False, highlight=False)
     if result.best is None:  # the table says why per candidate; a script must not read this as a plan
         raise typer.Exit(code=1)
+
+
+def unreachable_message(result: PlanResult) -> str:
+    """Why no candidate of a plan could run at its ε, and what would (one line, for a plan with no simulated row).
+
+    A candidate whose σ lies outside the family is the closest to running: the one nearest the family's range (in
+    log σ) is named with the member to build. Otherwise every candidate is unreachable at any σ, and the one whose
+    floor (its ε with unlimited noise: run count, density bounds, score releases) is lowest is named with it.
+
+    Args:
+        result: A plan whose rows are all ``"unreachable"`` or ``"outside family"``.
+
+    Returns:
+        The message (plain text, one line).
+    """
+    import math
+    import re
+
+    low, high = min(result.family_sigmas), max(result.family_sigmas)
+    head = f"no design reaches total ε = {result.epsilon:g} on this family (σ from {low:g} to {high:g})"
+
+    def distance(row: PlanRow) -> float:
+        sigmas = [s for s in (row.sigma, row.probe_sigma) if s is not None]
+        return max(abs(math.log(s / min(max(s, low), high))) for s in sigmas) if sigmas else math.inf
+
+    outside = [row for row in result.rows if row.status == "outside family"]
+    if outside:
+        row = min(outside, key=distance)
+        reason = row.reason.replace("total epsilon=", "total ε = ")  # the planner's words, not an option's
+        return f"{head}: the closest, {row.candidate.name}, {reason}; or raise --epsilon"
+
+    def floor(row: PlanRow) -> float:
+        found = re.search(r"(?:costs at least|gives) (?:epsilon=|ε = )([0-9.eE+-]+)", row.reason)
+        return float(found.group(1)) if found else math.inf
+
+    row = min(result.rows, key=floor)
+    if math.isinf(floor(row)):
+        return f"{head}: {row.candidate.name}: {row.reason}"
+    return (f"{head}: even with unlimited noise the cheapest, {row.candidate.name}, costs ε = {floor(row):.4g} "
+            f"(its run count and score releases): raise --epsilon above it, or give a smaller --mean")
 
 
 def _mean_ci(row: PlanRow) -> str:

@@ -99,6 +99,10 @@ def plot_command(
     check_output_file(out, "--out", create_parents=True)  # before a simulation spends minutes on the figure
     if kind not in FIGURES:
         raise ValueError(f"plot kind must be landscape, marginals, accuracy, density, epsilon or pareto, got {kind!r}")
+    if axes is not None and kind != "landscape":  # never ignored silently
+        why = " (it draws one panel per axis of the landscape)" if kind == "marginals" else ""
+        raise ValueError(f"--axes is an option of plot landscape only: plot {kind} does not take it{why}, "
+                         f"got --axes {axes!r}")
     typer.echo(f"wrote {FIGURES[kind](args)}")
 
 

@@ -25,6 +25,8 @@ from dphypo.cli.common import (
     SplitOpt,
     TopKOpt,
     app,
+    check_epochs,
+    check_pass_size,
     option_names,
     out_console,
     typed_grids,
@@ -61,8 +63,8 @@ def tune_command(
     lr_grid: LrGridOpt = None,
     clip_grid: ClipGridOpt = None,
     strategy: Annotated[str, typer.Option(
-        "--strategy", help="uniform (default: it beats gp at equal total ε at this budget, docs/studies.md) or gp "
-        "(DP-HyPO GP-UCB).")] = "uniform",
+        "--strategy", help="uniform (default) or gp (GP-UCB). Alone, gp selects a single-stage DP-HyPO search; with "
+        "a two-stage option (--probes, ...) or --design two-stage it places the probes by GP-UCB.")] = "uniform",
     runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
     gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
@@ -97,14 +99,16 @@ def tune_command(
     ] = None,
     max_lost: Annotated[
         int,
-        typer.Option("--max-lost", help="Attempts the search may lose to a dead worker or process and still "
-                     "release; each is charged in ε up front (default 0: any loss stops the search)."),
+        typer.Option("--max-lost", help="Attempts the search (a two-stage search: each stage) may lose to a dead "
+                     "worker or process and still release; each is charged in ε up front (default 0: any loss "
+                     "stops the search)."),
     ] = 0,
     secure_mode: Annotated[
         bool,
         typer.Option("--secure-mode", help="Opacus secure mode: CSPRNG noise and batches (needs torchcsprng)."),
     ] = False,
-    out: Annotated[str, typer.Option("--out", help="Directory for the released model.")] = "runs/tune",
+    out: Annotated[str, typer.Option("--out", help="Directory for the released model and release.json, written "
+                                     "all at once (never over another search's release).")] = "runs/tune",
     show_trials: Annotated[
         bool, typer.Option("--show-trials", help="NOT PRIVATE: also print T and every run (curator/debugging).")
     ] = False,
@@ -119,8 +123,8 @@ def tune_command(
     ] = 1,
     journal: Annotated[
         str | None,
-        typer.Option("--journal", help="Crash-safe journal (curator only): seals a new search, or resumes this one "
-                     "without redrawing T. Publish only `dphypo release FILE`."),
+        typer.Option("--journal", help="Crash-safe journal (curator only), for every design: seals a new search, or "
+                     "resumes this one without redrawing T (or T′). Publish only `dphypo release FILE`."),
     ] = None,
     executor: Annotated[
         str, typer.Option("--executor", help="Where runs execute: sequential, process (local pool) or ray.")
@@ -159,12 +163,19 @@ def tune_command(
                            "then stop: nothing is trained or drawn.")
     ] = False,
     design: Annotated[
-        str, typer.Option("--design", help="two-stage (probes at a cheaper fidelity whose scores are released, then "
-                          "one committed run), single (one private search: uniform or --strategy gp), or auto "
-                          "(default: two-stage, the studies' winner at this budget, unless an option of a "
-                          "single-stage search is given: --runs/--mean/--gamma/--theta, --sigma, --journal, "
-                          "--max-lost, --tune-fraction, --batch-size-grid/--epochs-grid, --strategy gp).")
+        str, typer.Option("--design", help="auto (default), two-stage (probes at a cheaper fidelity whose scores are "
+                          "released, then one committed run) or single (one private search). auto: a two-stage "
+                          "option (--probes, --probe-mode, --probe-epochs, --split, --top-k, --final-mean) selects "
+                          "two-stage; an option only a single-stage search takes (--runs/--mean/--gamma/--theta, "
+                          "--sigma, --tune-fraction, --batch-size-grid/--epochs-grid) or "
+                          "--strategy gp alone selects single-stage; with none, the rule of dphypo.auto_design picks "
+                          "for --epsilon (20 released probes at ε ≥ 8, 10 below, a probe selection or single-stage "
+                          "where those cannot run) and the release says why.")
     ] = "auto",
+    design_from: Annotated[
+        str | None, typer.Option("--design-from", help="Run the design a `dphypo plan --json` output picked (or a "
+                                 "release.json ran), exactly as written there.")
+    ] = None,
     probes: Annotated[
         float | None, typer.Option("--probes", help="Two-stage: released probes (default 20), or E[T] of the probe "
                                    "selection with --probe-mode select.")
@@ -249,10 +260,39 @@ def landscape_command(
     args = LandscapeArgs(dataset, data_dir, model, lr_grid, clip_grid, tuple(sigma or (1.0,)), epochs, batch_size,
                          seeds, score_noise, workers, out, force, engine, pass_size, batch_size_grid, epochs_grid)
     with option_names(**LANDSCAPE_OPTION_NAMES):
-        for spec, path in landscape_specs(args):  # members one after another, each on every worker
-            landscape = build_member(spec, path, workers=workers, engine=engine, pass_size=pass_size)
+        members = landscape_specs(args)
+        for index, (spec, path) in enumerate(members):  # members one after another, each on every worker
+            try:
+                landscape = build_member(spec, path, workers=workers, engine=engine, pass_size=pass_size)
+            except KeyboardInterrupt:
+                typer.echo(build_interrupted_message(spec, path, written=index), err=True)
+                raise typer.Exit(code=130) from None
             best = landscape.space.params(landscape.best_index)
             typer.echo(f"wrote {path}: best mean {landscape.best_value:.4f} at {best}")
+
+
+def build_interrupted_message(spec: BuildSpec, path: str, *, written: int = 0) -> str:
+    """What an interrupted ``landscape build`` tells the user (one line): what is saved and how to resume.
+
+    Finished runs are appended to the checkpoint ``<out>.partial.jsonl`` (a vectorised pass when it completes), so
+    rerunning the same command trains only the rest; the members written before this one are complete files.
+
+    Args:
+        spec: The member being built.
+        path: Its output file.
+        written: Members of a family this command completed before this one.
+    """
+    checkpoint = Path(path).with_name(Path(path).name + ".partial.jsonl")
+    total = math.prod(spec.shape) * spec.seeds
+    try:
+        with checkpoint.open() as fh:
+            saved = max(0, sum(1 for line in fh if line.strip()) - 1)  # the first line is the spec's header
+    except OSError:
+        saved = 0
+    where = f"{saved} of {total} runs of {path} are saved in {checkpoint}" if saved else f"no run of {path} finished"
+    family = f" ({written} member(s) written before it are complete)" if written else ""
+    return (f"interrupted: {where}{family}; run the same command again to resume: finished runs are not "
+            f"trained again")
 
 
 @dataclass(frozen=True)
@@ -288,8 +328,12 @@ def landscape_specs(args: LandscapeArgs) -> list[tuple[BuildSpec, str]]:
     from dphypo.train.models import default_model
 
     lrs, clips = typed_grids(args.lr_grid, args.clip_grid)
+    check_pass_size(args.pass_size)  # capped: a pass is padded to this many model copies
+    check_epochs(args.epochs)  # capped: beyond it one run trains for days
     batches = None if args.batch_size_grid is None else integer_grid(args.batch_size_grid, "--batch-size-grid")
     epochs = None if args.epochs_grid is None else integer_grid(args.epochs_grid, "--epochs-grid")
+    for value in epochs or ():
+        check_epochs(value, "--epochs-grid values")
     specs = [
         BuildSpec(dataset=args.dataset, model=args.model or default_model(args.dataset), lr_grid=lrs,
                   clip_grid=clips, sigma=s, epochs=args.epochs, batch_size=args.batch_size, seeds=args.seeds,

@@ -28,6 +28,8 @@ from dphypo.cli.common import (
     DEFAULT_C,
     DEFAULT_LOWER_C,
     _report_table,
+    check_epochs,
+    check_pass_size,
     make_strategy,
     option_names,
     out_console,
@@ -37,6 +39,7 @@ from dphypo.privacy.validation import check_non_negative, check_non_negative_int
 
 if TYPE_CHECKING:
     from dphypo.api import SubsampledTuning, TwoStageSearchResult
+    from dphypo.api.design import Design
     from dphypo.privacy import RunCountDistribution
     from dphypo.privacy.two_stage import TwoStage
     from dphypo.search.execution import Executor
@@ -109,6 +112,7 @@ class TuneArgs:
     split: float = 0.5
     top_k: int = 1
     final_mean: float | None = None
+    design_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class TuneRequest:
         objective: One DP-SGD training run per candidate.
         two_stage: The two-stage design (``--design``), ``None`` for a single-stage search.
         probe_epochs: Epochs of a two-stage search's probes.
+        design: The search design as one value (:mod:`dphypo.api.design`), what :func:`dphypo.tune` runs.
+        design_reason: Why this design (``--design auto``'s rule, ``--design-from``, or the options given).
     """
 
     args: TuneArgs
@@ -145,6 +151,8 @@ class TuneRequest:
     objective: DPSGDObjective
     two_stage: TwoStage | None = None
     probe_epochs: int | None = None
+    design: Design | None = None
+    design_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,14 +160,17 @@ class SavedModel:
     """Where the released model was saved (all ``None`` when nothing was released: T = 0).
 
     Attributes:
-        path: The model file.
+        path: The model file, where it will be once the release is published in ``--out``.
         sha256: Its fingerprint.
         test_accuracy: Its accuracy on the dataset's test split (public data, not covered by ε).
+        staging: The temporary folder beside ``--out`` the model was written to; :func:`record_release` adds
+            ``release.json`` and moves the folder into place in one step (:mod:`dphypo.cli.outdir`).
     """
 
     path: Path | None = None
     sha256: str | None = None
     test_accuracy: float | None = None
+    staging: Path | None = None
 
 
 class _SearchArguments(TypedDict):
@@ -214,7 +225,8 @@ def build_request(args: TuneArgs) -> TuneRequest:
     from dphypo.train.data import split_sizes
 
     C, c = _check_options_and_paths(args)  # before any data is touched or any noise calibrated
-    two_stage = resolve_design(args, C, c)
+    loaded = load_design(args)
+    two_stage = resolve_design(args, C, c) if loaded is None else None
     probe_epochs = None if two_stage is None else _probe_epochs(args)
     _warn_if_seeded(args.seed)
     runs = make_run_count(args.runs, theta=args.theta, gamma=args.gamma, mean=_mean_runs(args))
@@ -237,16 +249,105 @@ def build_request(args: TuneArgs) -> TuneRequest:
     objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir, engine=tune_engine(args),
                                pass_size=args.pass_size)
     epsilon = DEFAULT_EPSILON if args.epsilon is None and args.sigma is None else args.epsilon
-    return TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective,
-                       two_stage, probe_epochs)
+    request = TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective,
+                          two_stage, probe_epochs)
+    return with_design(request, loaded)
+
+
+def with_design(request: TuneRequest, loaded: Design | None = None) -> TuneRequest:
+    """The request with its design as one value and why it was chosen (nothing trained or drawn, no data read).
+
+    ``--design-from`` (``loaded``) runs the file's design as it is; ``--design auto`` with no design option runs
+    :func:`~dphypo.api.design.auto_design`'s pick for the total ε (``--design two-stage`` alone: its two-stage
+    pick); otherwise the options describe the design.
+
+    Raises:
+        ValueError: No design runs at this ε (``--design auto``), in one line.
+    """
+    import dataclasses
+
+    from dphypo.api.design import SingleStage, Subsampled, TwoStageSearch, auto_design
+
+    args, training = request.args, request.training
+    design: Design
+    if loaded is not None:
+        design, reason = loaded, f"read from --design-from {args.design_from}"
+    elif _auto_default(args) and request.epsilon is not None:
+        design, reason = auto_design(training, request.epsilon, args.delta, max_lost=args.max_lost,
+                                     two_stage_only=args.design == "two-stage")
+    elif request.two_stage is not None:
+        design = TwoStageSearch(request.two_stage, request.strategy, args.probe_epochs)
+        reason = (f"the two-stage options given ({', '.join(_two_stage_options(args))})" if args.design == "auto"
+                  else "--design two-stage")
+    elif args.tune_fraction is not None:
+        design = Subsampled(args.tune_fraction, args.variant, request.strategy, request.runs)
+        reason = "--tune-fraction"
+    else:
+        design = SingleStage(request.strategy, request.runs)
+        given = _single_stage_options(args) + (["--strategy gp"] if args.strategy == "gp" else [])
+        reason = ("--design single" if args.design == "single"
+                  else f"the single-stage options given ({', '.join(given)})")
+    if isinstance(design, TwoStageSearch):
+        epochs = design.epochs_of_probes(training)
+        if epochs > training.epochs:
+            from dphypo.privacy.two_stage import TwoStageDesignError
+
+            raise TwoStageDesignError(f"the design's probe epochs ({epochs}) must be at most --epochs "
+                                      f"({training.epochs}): a probe fidelity above the final one buys nothing")
+        return dataclasses.replace(request, two_stage=design.two_stage, probe_epochs=epochs,
+                                   strategy=design.placement, design=design, design_reason=reason)
+    runs = design.runs
+    if isinstance(design, Subsampled) and args.tune_fraction is None:  # from a file: the search _search runs
+        request = dataclasses.replace(request, args=dataclasses.replace(args, tune_fraction=design.fraction,
+                                                                        variant=design.variant))
+    return dataclasses.replace(request, two_stage=None, probe_epochs=None, strategy=design.search_strategy,
+                               runs=runs, design=design, design_reason=reason)
+
+
+def _auto_default(args: TuneArgs) -> bool:
+    """``--design auto`` (or ``two-stage``) with no option that describes the design: the rule picks it."""
+    if args.design_from is not None or _two_stage_options(args) or args.strategy != "uniform":
+        return False
+    return args.design == "two-stage" or (args.design == "auto" and not _single_stage_options(args))
+
+
+def load_design(args: TuneArgs) -> Design | None:
+    """``--design-from FILE``: the design a ``dphypo plan --json`` output picked (or a ``release.json`` ran).
+
+    Raises:
+        ValueError: An unreadable file or no design in it, or options that would describe another design, in one
+            line naming them.
+    """
+    if args.design_from is None:
+        return None
+    from dphypo.api.design import design_from_dict
+
+    described = [option for option, given in (
+        ("--design", args.design != "auto"), ("--strategy", args.strategy != "uniform"),
+        ("--C/--c", (args.C, args.c) != (None, None)), ("--tau/--beta", (args.tau, args.beta) != (None, None)),
+        ("--runs/--theta/--gamma/--mean", args.runs != "geometric" or (args.theta, args.gamma, args.mean)
+         != (None, None, None)),
+        ("--tune-fraction/--variant", args.tune_fraction is not None or args.variant != 1),
+        ("--batch-size-grid/--epochs-grid", args.batch_size_grid is not None or args.epochs_grid is not None),
+    ) if given] + _two_stage_options(args)
+    if described:
+        raise ValueError(f"--design-from sets the design: drop {', '.join(described)}")
+    try:
+        data = json.loads(Path(args.design_from).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--design-from {args.design_from!r} is not a readable JSON file: {exc}") from None
+    try:
+        return design_from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--design-from {args.design_from!r}: {exc}") from None
 
 
 def _single_stage_options(args: TuneArgs) -> list[str]:
     """The options given that only a single-stage search takes (they make ``--design auto`` single-stage)."""
     given = {
         "--runs": args.runs != "geometric", "--theta": args.theta is not None, "--gamma": args.gamma is not None,
-        "--mean": args.mean is not None, "--sigma": args.sigma is not None, "--journal": args.journal is not None,
-        "--max-lost": args.max_lost > 0, "--tune-fraction": args.tune_fraction is not None,
+        "--mean": args.mean is not None, "--sigma": args.sigma is not None,
+        "--tune-fraction": args.tune_fraction is not None,
         "--batch-size-grid": args.batch_size_grid is not None, "--epochs-grid": args.epochs_grid is not None,
     }
     return [option for option, present in given.items() if present]
@@ -265,10 +366,10 @@ def _two_stage_options(args: TuneArgs) -> list[str]:
 def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
     """The two-stage design ``--design`` and its options describe, or ``None`` for a single-stage search.
 
-    ``auto`` (the default) is two-stage — 20 released probes at a fifth of the epochs, then one committed run —
-    because the equal-ε studies favour it at the default budget (docs/studies.md "Two-stage designs with cheap
-    probes": 0.934 against uniform search's 0.888 at ε = 8), unless an option only a single-stage search takes is
-    given (:func:`_single_stage_options`) or ``--strategy gp`` asks for DP-HyPO. Nothing here reads data.
+    ``auto`` (the default): a two-stage option (:func:`_two_stage_options`) selects two-stage, an option only a
+    single-stage search takes (:func:`_single_stage_options`) or ``--strategy gp`` selects single-stage, both at
+    once are refused naming them; with none, :func:`with_design` replaces the design returned here (20 released
+    probes) by :func:`~dphypo.api.design.auto_design`'s pick for ``--epsilon``. Nothing here reads data.
 
     Raises:
         ValueError: An unknown design, or options of the other design, named.
@@ -279,6 +380,9 @@ def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
         raise ValueError(f"--design must be one of {', '.join(DESIGNS)}, got {args.design!r}")
     single, staged = _single_stage_options(args), _two_stage_options(args)
     design = args.design
+    if design == "auto" and single and staged:  # the user wrote no --design: name what they wrote
+        raise ValueError(f"{', '.join(staged)} select a two-stage search but {', '.join(single)} a single-stage one: "
+                         "drop one side (or choose with --design two-stage / --design single)")
     if design == "auto":
         design = "single" if (single or args.strategy == "gp") and not staged else "two-stage"
     if design == "single":
@@ -373,21 +477,22 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
     report = privacy.account()
     return {"dry_run": True, "candidates": rows, "reference": reference, "epsilon": report.epsilon,
             "delta": report.delta, "method": report.method, "theorem": report.theorem,
-            "expected_runs": search.run_count.mean}
+            "expected_runs": search.run_count.mean, **_design_payload(request)}
 
 
 def _two_stage_dry_run(request: TuneRequest) -> dict[str, Any]:
     """``--dry-run`` of a two-stage search: both stages' mechanisms and the composed ε (nothing drawn or trained)."""
-    from dphypo.api.two_stage import two_stage_mechanisms
+    from dphypo.api.two_stage import charged_mechanisms
     from dphypo.train.heterogeneous import HeterogeneousDPSGD
 
     design, args = request.two_stage, request.args
     assert design is not None and request.probe_epochs is not None and request.epsilon is not None
-    probe, final, report = two_stage_mechanisms(request.training, design, probe_epochs=request.probe_epochs,
-                                                epsilon=request.epsilon, delta=args.delta)
+    probe, final, report = charged_mechanisms(request.training, design, probe_epochs=request.probe_epochs,
+                                              epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost)
     rows = [{"stage": stage, **HeterogeneousDPSGD.describe_mechanism(mechanism)}
             for stage, mechanism in (("probes", probe), ("final", final))]
-    return {"dry_run": True, "design": design.describe(), "candidates": rows, "reference": None,
+    return {"dry_run": True, "design": design.describe(), **_design_payload(request), "candidates": rows,
+            "reference": None,
             "epsilon": report.epsilon, "delta": report.delta, "method": report.method,
             "theorem": f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}",
             "expected_runs": float(sum(report.expected_runs)), "accounting": report.to_dict()}
@@ -414,6 +519,9 @@ def render_dry_run(request: TuneRequest) -> None:
                   f"q {reference['sample_rate']:.4g}, {reference['steps']} steps", markup=False, highlight=False)
     out.print(f"total ε {payload['epsilon']:.4f} at δ {payload['delta']:g} ({payload['method']}: "
               f"{payload['theorem']}), E[T] = {payload['expected_runs']:g}", markup=False, highlight=False)
+    if "design" in payload:
+        out.print(f"design: {payload['design']['label']} ({payload['design_reason']})", markup=False,
+                  highlight=False)
 
 
 def _mean_runs(args: TuneArgs) -> float | None:
@@ -478,7 +586,7 @@ def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
 
         return tune_two_stage(request.objective, request.space, request.training, request.two_stage,
                               probe_epochs=request.probe_epochs, epsilon=request.epsilon, delta=args.delta,
-                              strategy=request.strategy, options=options)
+                              strategy=request.strategy, max_lost=args.max_lost, options=options)
     common: _SearchArguments = {
         "epsilon": request.epsilon, "sigma": args.sigma, "delta": args.delta, "runs": request.runs,
         "strategy": request.strategy, "max_lost": args.max_lost, "options": options,
@@ -490,15 +598,21 @@ def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
 
 
 def save_model(request: TuneRequest, release: Release) -> SavedModel:
-    """Save the released model in ``--out`` with its SHA-256 and public test accuracy (nothing if T = 0)."""
+    """Save the released model with its SHA-256 and public test accuracy (nothing if no model was released).
+
+    The model is written to a temporary folder beside ``--out``, not to ``--out`` itself: :func:`record_release`
+    publishes it there together with ``release.json``, in one step, so no kill leaves a model without its ε.
+    """
+    from dphypo.cli.outdir import MODEL_FILE, staging_folder
+
     if release.artifact is None:
         return SavedModel()
     out_dir = Path(request.args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "released_model.pt"
-    release.artifact.save(path)
+    staging = staging_folder(out_dir)
+    release.artifact.save(staging / MODEL_FILE)
     assert request.splits is not None  # loaded for every search that trains
-    return SavedModel(path, file_sha256(path), release.artifact.test_accuracy(request.splits))
+    return SavedModel(out_dir / MODEL_FILE, file_sha256(staging / MODEL_FILE),
+                      release.artifact.test_accuracy(request.splits), staging)
 
 
 def release_payload(request: TuneRequest, result: SearchResult, saved: SavedModel, seconds: float
@@ -512,7 +626,7 @@ def release_payload(request: TuneRequest, result: SearchResult, saved: SavedMode
         payload["subsampled"] = result.subsampling.to_dict()
     if isinstance(result, TwoStageSearchResult) and result.two_stage is not None:
         payload["two_stage"] = result.two_stage.to_dict()  # stage 1's release is part of the release
-        payload["design"] = "two-stage"
+    payload.update(_design_payload(request))
     if args.show_trials:  # the search's wall time reveals T roughly: curator-only, like T itself
         payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(seconds, 1)}
         final_history = getattr(result, "final_history", None)
@@ -521,10 +635,25 @@ def release_payload(request: TuneRequest, result: SearchResult, saved: SavedMode
     return payload
 
 
+def _design_payload(request: TuneRequest) -> dict[str, Any]:
+    """The design the search ran (``describe()``: ``--design-from`` re-creates it) and why it was chosen."""
+    if request.design is None:
+        return {}
+    return {"design": request.design.describe(), "design_reason": request.design_reason}
+
+
 def record_release(args: TuneArgs, payload: dict[str, Any], saved: SavedModel) -> None:
-    """Write ``release.json`` next to the saved model, and the model's file and fingerprint into the journal."""
-    if saved.path is not None:
-        (Path(args.out) / "release.json").write_text(json.dumps(_without_trials(payload), indent=2, sort_keys=True))
+    """Publish the model with ``release.json`` in ``--out`` (one step), then record its file in the journal.
+
+    ``release.json`` is written beside the model in the temporary folder, which then replaces ``--out``
+    (:func:`dphypo.cli.outdir.publish`); the journal's release gets the model's path and SHA-256 afterwards.
+    """
+    from dphypo.cli.outdir import RELEASE_FILE, publish
+
+    if saved.staging is not None:
+        text = json.dumps(_without_trials(payload), indent=2, sort_keys=True)
+        (saved.staging / RELEASE_FILE).write_text(text)
+        publish(saved.staging, Path(args.out))
     if args.journal is not None:
         _journal_release_extras(args.journal, saved)
 
@@ -562,6 +691,8 @@ def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel)
     rows = {
         "dataset / model": f"{args.dataset} / {request.model}",
         "strategy": args.strategy + ("" if args.strategy == "uniform" else f" (τ={request.tau:g}, β={request.beta:g})"),
+        **({} if request.design is None else {"design": request.design.label(),
+                                              "  why this design": request.design_reason}),
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
         "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
@@ -591,7 +722,8 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
                    + ", ".join(f"{k} {v:.4g}" for k, v in sorted(report.methods.items())) + ")",
         "δ": f"{report.delta:g}",
         "dataset / model": f"{request.args.dataset} / {request.model}",
-        "design": outcome.design.label() + ("" if request.args.strategy == "uniform" else " (probes placed by gp)"),
+        "design": request.design.label() if request.design is not None else outcome.design.label(),
+        **({} if not request.design_reason else {"  why this design": request.design_reason}),
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
         "released score (final run, private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
@@ -650,7 +782,7 @@ def interrupted_message(journal: str | None, max_lost: int) -> str:
 
     try:
         with SQLiteJournal.open(journal, read_only=True) as opened:
-            charged = opened.charged_attempts()
+            charged = _most_charged(opened)
     except (JournalError, OSError):
         charged = 0  # nothing journaled yet (stopped before the search was sealed)
     if charged > max_lost:
@@ -659,6 +791,19 @@ def interrupted_message(journal: str | None, max_lost: int) -> str:
                 "start a new journal (a larger --max-lost makes a search survive interruptions)")
     return (f"interrupted: {charged} lost attempt(s) charged so far (--max-lost {max_lost} covers them); resume "
             f"with the same command and --journal {journal}: T is not redrawn and no finished run repeats")
+
+
+def _most_charged(journal: Any) -> int:
+    """Charged attempts of a journal: of the search, or of its costliest stage (two stages: ``max_lost`` each)."""
+    from dphypo.search.storage import StageJournal
+
+    sealed = journal.sealed()
+    counts = {} if sealed is None else sealed.config.get("run_counts") or {}
+    if sealed is None or sealed.config.get("search") != "two-stage" or not counts:
+        return int(journal.charged_attempts())
+    probes = int(counts.get("probes", 0))
+    stages = (StageJournal(journal, 0, probes), StageJournal(journal, probes, int(counts.get("finals", 0))))
+    return max(stage.charged_attempts() for stage in stages)
 
 
 def progress_label(show_trials: bool) -> str:
@@ -696,10 +841,14 @@ def _check_options_and_paths(args: TuneArgs) -> tuple[float, float]:
     if args.runs not in TUNE_RUNS:
         also = " (binomial is for `dphypo account`/`calibrate` only)" if args.runs == "binomial" else ""
         raise ValueError(f"--runs must be one of {', '.join(TUNE_RUNS)}{also}, got {args.runs!r}")
-    for option, count in (("--runs-per-update", args.runs_per_update), ("--workers", args.workers),
-                          ("--pass-size", args.pass_size)):
+    for option, count in (("--runs-per-update", args.runs_per_update), ("--workers", args.workers)):
         if count is not None:
             check_positive_int(option, count)
+    check_pass_size(args.pass_size)  # capped: a pass is padded to this many model copies
+    check_epochs(args.epochs)  # capped: beyond it one run trains for days
+    if args.epochs_grid is not None:
+        for value in integer_grid(args.epochs_grid, "--epochs-grid"):
+            check_epochs(value, "--epochs-grid values")
     _check_engine(args)
     check_non_negative_int("--max-lost", args.max_lost)
     if args.seed is not None:
@@ -769,27 +918,10 @@ def _strategy_bounds(args: TuneArgs) -> tuple[float, float]:
 
 
 def _check_out_is_free(out: Path, journal: str | None) -> None:
-    """Never let one search overwrite another's release.
+    """Never let one search overwrite another's release (:func:`dphypo.cli.outdir.check_out_is_free`)."""
+    from dphypo.cli.outdir import check_out_is_free
 
-    ``--out`` must hold no release, except the same journaled search's own (a resume of a finished search
-    rewrites identical files).
-    """
-    existing = out / "release.json"
-    if not existing.exists():
-        return
-    if journal is not None and Path(journal).is_file() and Path(journal).stat().st_size > 0:
-        from dphypo.search.storage import SQLiteJournal
-
-        with SQLiteJournal.open(journal, read_only=True) as opened:
-            released = opened.release() or {}
-        try:
-            written = json.loads(existing.read_text()).get("release", {})
-        except (OSError, ValueError, AttributeError):
-            written = {}
-        if released.get("model_sha256") and written.get("model_sha256") == released["model_sha256"]:
-            return
-    raise ValueError(f"--out {str(out)!r} already holds the release of another search (release.json); choose "
-                     "another --out or move that release away first")
+    check_out_is_free(out, journal)
 
 
 def _journal_release_extras(journal: str, saved: SavedModel) -> None:

@@ -9,6 +9,7 @@ and simulates the design on the family (:func:`~dphypo.simulation.two_stage.simu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,11 @@ def build_design(args: TwoStageArgs) -> TwoStage:
     return two_stage_design(args.probes, args.probe_mode, args.split, args.top_k, args.final_mean)
 
 
+#: The design's parameter names -> the options that set them: the privacy layer names its parameters, the CLI
+#: translates them (:func:`~dphypo.cli.common.option_names`).
+DESIGN_OPTION_NAMES = {"probes": "--probes", "top_k": "--top-k", "split": "--split", "final_mean": "--final-mean"}
+
+
 def two_stage_design(probes: float, probe_mode: str, split: float, top_k: int, final_mean: float | None, *,
                      C: float = 1.0, c: float = 1.0) -> TwoStage:
     """The design ``--probes --probe-mode --split --top-k --final-mean`` describe (``simulate`` and ``tune``).
@@ -86,25 +92,57 @@ def two_stage_design(probes: float, probe_mode: str, split: float, top_k: int, f
         c: Lower density bound of a probe selection.
 
     Raises:
-        ValueError: An invalid option, named by its option.
+        ValueError: An invalid option, named by its option (the design's own checks, translated by
+            :data:`DESIGN_OPTION_NAMES`).
     """
-    from dphypo.privacy import RepeatAndSelect, geometric
-    from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStage
+    from dphypo.cli.common import option_names
 
     if probe_mode not in PROBE_MODES:
         raise ValueError(f"--probe-mode must be one of {', '.join(PROBE_MODES)}, got {probe_mode!r}")
-    if probe_mode == "release":
-        if not float(probes).is_integer():
-            raise ValueError(f"--probes must be an integer with --probe-mode release, got {probes!r}")
-        stage1: ProbeRelease | ProbeSelection = ProbeRelease(int(probes), top_k=top_k)
-    else:
+    _check_design_options(probes, probe_mode, top_k, final_mean)
+    with option_names(**DESIGN_OPTION_NAMES):
+        return _design(probes, probe_mode, split, top_k, final_mean, C, c)
+
+
+def _check_design_options(probes: float, probe_mode: str, top_k: int, final_mean: float | None) -> None:
+    """The refusals whose library wording names classes, not options: said here in the options' words."""
+    from dphypo.search.limits import MAX_EXPECTED_RUNS
+
+    for option, value in (("--probes", probes), ("--final-mean", final_mean)):
+        if value is not None and value > MAX_EXPECTED_RUNS:  # a dry run would otherwise plan what no run can train
+            raise ValueError(f"{option} must be at most {MAX_EXPECTED_RUNS:,} runs for a search that trains or "
+                             f"simulates, got {value:g}")
+    if probe_mode == "release" and not float(probes).is_integer():
+        raise ValueError(f"--probes must be an integer with --probe-mode release, got {probes!r}")
+    if probe_mode == "select":
         if top_k != 1:
             raise ValueError("--top-k needs --probe-mode release: a private selection releases its best probe only")
-        check_positive("probes", probes - 1.0)  # E[T] > 1
+        if not (math.isfinite(probes) and probes > 1.0):
+            raise ValueError(f"--probes must be a finite number > 1 with --probe-mode select (E[T] of the probe "
+                             f"selection), got {probes!r}")
+    if final_mean is not None:
+        if not (math.isfinite(final_mean) and final_mean > 1.0):
+            raise ValueError(f"--final-mean must be a finite number > 1 (E[T′] of the final selection), "
+                             f"got {final_mean!r}")
+        if top_k < 2:
+            raise ValueError(f"--final-mean needs --top-k >= 2 with --probe-mode release (the final selection chooses "
+                             f"among the top k probes; without --final-mean one final run trains the best), "
+                             f"got --top-k {top_k}")
+
+
+def _design(probes: float, probe_mode: str, split: float, top_k: int, final_mean: float | None, C: float,
+            c: float) -> TwoStage:
+    """The :class:`~dphypo.privacy.two_stage.TwoStage` of checked options."""
+    from dphypo.privacy import RepeatAndSelect, geometric
+    from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStage
+
+    stage1: ProbeRelease | ProbeSelection
+    if probe_mode == "release":
+        stage1 = ProbeRelease(int(probes), top_k=top_k)
+    else:
         stage1 = ProbeSelection(RepeatAndSelect(geometric(1.0 / probes), C, c))
     if final_mean is None:
         return TwoStage(stage1, FinalRun(), split)
-    check_positive("final_mean", final_mean - 1.0)
     return TwoStage(stage1, FinalSelection(RepeatAndSelect(geometric(1.0 / final_mean))), split)
 
 

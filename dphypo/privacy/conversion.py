@@ -9,7 +9,9 @@ a (α, ε_R)-RDP mechanism is (ε, δ)-DP with
 
 Beware the sign typo in Papernot & Steinke's main text (see the notes): the exponent is (ε_R − ε).
 For tiny ε_R we also use the KL bound δ ≤ sqrt(1 − e^{−KL}) (Pinsker-type; as dp_accounting does), with
-KL ≤ ε_R(α) for any α > 1 because D_α is non-decreasing in α.
+KL ≤ ε_R(α) for any α > 1 because D_α is non-decreasing in α. For the same reason both conversions first replace
+the curve by its running minimum from the right (:func:`~dphypo.privacy.rdp.monotone_envelope`): a bound at a
+higher order holds at every lower one, so an ∞ or loose order never makes the result worse than a higher order's.
 
 References (docs/references.md): Canonne, Kamath & Steinke 2020 arXiv:2004.00010v4; Asoodeh et al. 2020
 arXiv:2008.06529 (version unverified); Papernot & Steinke 2022 arXiv:2110.03620v2.
@@ -21,6 +23,7 @@ import math
 
 import numpy as np
 
+from dphypo.privacy.rdp import monotone_envelope
 from dphypo.privacy.validation import check_delta, check_non_negative
 
 __all__ = ["delta_from_rdp", "epsilon_from_rdp"]
@@ -42,11 +45,11 @@ def epsilon_from_rdp(
         pure_epsilon: A pure-DP bound (order ∞) if known; it is (ε, δ)-DP for every δ.
 
     Returns:
-        ``(epsilon, order)``; order is ``inf`` when the pure bound wins.
+        ``(epsilon, order)``; order is ``inf`` when the pure bound wins. The curve is first replaced by its running
+        minimum from the right (:func:`_envelope`), so the order returned may carry a higher order's bound.
     """
     check_delta(delta)
-    a = np.asarray(orders, dtype=np.float64)
-    r = np.asarray(epsilons, dtype=np.float64)
+    a, r = _envelope(orders, epsilons)
     with np.errstate(invalid="ignore", over="ignore"):
         eps = r + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
     eps = np.where((a > _MIN_CONVERSION_ORDER) & np.isfinite(r), eps, np.inf)
@@ -71,13 +74,12 @@ def delta_from_rdp(
         pure_epsilon: A pure-DP bound if known: δ = 0 whenever ε ≥ pure_epsilon.
 
     Returns:
-        ``(delta, order)``.
+        ``(delta, order)``; the curve is first replaced by its running minimum from the right (:func:`_envelope`).
     """
     check_non_negative("epsilon", epsilon)
     if pure_epsilon is not None and epsilon >= pure_epsilon:
         return 0.0, math.inf
-    a = np.asarray(orders, dtype=np.float64)
-    r = np.asarray(epsilons, dtype=np.float64)
+    a, r = _envelope(orders, epsilons)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         log_kl = 0.5 * np.log(-np.expm1(-r))  # δ ≤ sqrt(1 − e^{−KL})
         log_rdp = (a - 1.0) * (r - epsilon + np.log1p(-1.0 / a)) - np.log(a)
@@ -85,3 +87,23 @@ def delta_from_rdp(
     log_delta = np.where(np.isnan(log_delta), np.inf, log_delta)
     i = int(np.argmin(log_delta))
     return float(min(1.0, math.exp(min(0.0, float(log_delta[i]))))), float(a[i])
+
+
+def _envelope(orders: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(orders, ε̃)`` as float64 arrays, ε̃ the running minimum from the right over increasing orders.
+
+    Args:
+        orders: Shape ``(m,)``, orders α > 1 in any order.
+        epsilons: Shape ``(m,)``, RDP bounds at those orders (NaN read as ∞).
+
+    Returns:
+        The orders as given and the enveloped bounds, both shape ``(m,)``.
+    """
+    a = np.asarray(orders, dtype=np.float64).reshape(-1)
+    r = np.asarray(epsilons, dtype=np.float64).reshape(-1)
+    if a.shape != r.shape:
+        raise ValueError(f"orders and epsilons must have the same length, got {a.size} and {r.size}")
+    rank = np.argsort(a, kind="stable")
+    out = np.empty_like(r)
+    out[rank] = monotone_envelope(r[rank])
+    return a, out

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dphypo.privacy.calibration import CalibrationError, smallest_sigma
+from dphypo.privacy.calibration import CalibrationError, coarse_to_fine_sigma, smallest_sigma
 from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import PldProfile
@@ -395,7 +395,7 @@ class TwoStageCalibration:
     Attributes:
         probe_sigma: σ of every probe run.
         final_sigma: σ of the final run(s).
-        report: :func:`account_two_stage` at those σ (RDP; the PLD bound, where valid, can only be smaller).
+        report: The total's report at those σ: :func:`account_two_stage` (RDP), or the caller's ``account_at``.
         split: The fraction of ε given to stage 1 before the common rescaling.
     """
 
@@ -414,20 +414,49 @@ def check_split(split: float) -> None:
         )
 
 
-#: The largest σ calibration considers; a stage's ε there is its floor (what its score releases and its run
-#: count cost however noisy the training).
+#: The largest σ calibration considers; a stage's ε there is its floor (what its score releases and its run count
+#: cost however noisy the training).
 _FLOOR_SIGMA = 1e4
+#: The smallest σ a stage's calibration considers: a budget met even there does not determine the noise (as in
+#: :func:`~dphypo.privacy.calibration.calibrate_sigma`, refused).
+_SMALLEST_SIGMA = 1e-2
+#: The range of the common factor both stage σ are scaled by.
+_SCALE_BOUNDS = (1e-3, 1e3)
 
 
-def _stage_sigma(name: str, epsilon_at: Callable[[float], float], target: float, rtol: float) -> float:
-    """The smallest σ meeting ``target`` for one stage alone, or one line naming the stage's floor."""
+def _stage_sigma(name: str, epsilon_at: Callable[[float], float], target: float, rtol: float,
+                 coarse_at: Callable[[float], float] | None = None, total: float | None = None) -> float:
+    """The smallest σ meeting ``target`` for one stage alone, or one line naming the stage's floor or its excess.
+
+    Coarse to fine (:func:`~dphypo.privacy.calibration.coarse_to_fine_sigma`) when ``coarse_at`` is given.
+
+    Raises:
+        CalibrationError: The stage costs more than ``target`` at any σ, or meets it even at the smallest σ
+            considered (so the budget does not determine its noise).
+    """
     floor = epsilon_at(_FLOOR_SIGMA)
     if floor > target:
         raise CalibrationError(
             f"{name} alone costs at least epsilon={floor:.4g} at any sigma (its score releases and run count), "
             f"above its share {target:.4g} of the budget: give it a larger split, fewer runs or more score noise"
         )
-    return smallest_sigma(epsilon_at, target, rtol=rtol, sigma_bounds=(1e-2, _FLOOR_SIGMA))
+    bounds = (_SMALLEST_SIGMA, _FLOOR_SIGMA)
+    if coarse_at is None:
+        sigma = smallest_sigma(epsilon_at, target, rtol=rtol, sigma_bounds=bounds)
+    else:
+        sigma = coarse_to_fine_sigma(epsilon_at, coarse_at, target, rtol=rtol, sigma_bounds=bounds)
+    if sigma <= _SMALLEST_SIGMA:
+        raise _undetermined(target if total is None else total,
+                            f"{name} alone meets its share {target:.4g} at σ = {_SMALLEST_SIGMA:g}")
+    return sigma
+
+
+def _undetermined(target: float, why: str) -> CalibrationError:
+    """The one-line refusal of a budget so large that it does not determine the noise (as single-stage refuses)."""
+    return CalibrationError(
+        f"target epsilon={target:g} is met even at the smallest sigma considered ({why}), so this budget does not "
+        "determine the noise: pass both sigmas explicitly, or a smaller epsilon"
+    )
 
 
 def calibrate_two_stage(
@@ -440,14 +469,26 @@ def calibrate_two_stage(
     *,
     split: float = 0.5,
     rtol: float = 1e-4,
+    coarse_probe_for_sigma: Callable[[float], RdpCurve] | None = None,
+    coarse_final_for_sigma: Callable[[float], RdpCurve] | None = None,
+    account_at: Callable[[float, float], TwoStageReport] | None = None,
+    coarse_account_at: Callable[[float, float], float] | None = None,
 ) -> TwoStageCalibration:
     """σ for the probes and for the final stage such that the whole two-stage search meets ``target_epsilon``.
 
     The split is configuration fixed before any data: stage 1 alone is calibrated to ``split · ε`` and stage 2
     alone to ``(1 − split) · ε`` (each by :func:`~dphypo.privacy.calibration.smallest_sigma`), which fixes the
-    ratio of the two σ; then both are scaled by the smallest common factor whose composed total
-    (:func:`account_two_stage`, RDP) meets ``target_epsilon``. Every step is non-increasing in σ, so the root
-    finding applies; the σ → ∞ limit is 0, so any target > 0 is reachable.
+    ratio of the two σ; then both are scaled by the smallest common factor whose composed total meets
+    ``target_epsilon`` (:func:`account_two_stage` in RDP, or ``account_at``: e.g. the smallest valid bound, composed
+    PLDs included). Every step is non-increasing in σ, so the root finding applies; the σ → ∞ limit is 0, so any
+    target > 0 is reachable. A target so large that a stage meets its share at the smallest σ considered
+    (:data:`_SMALLEST_SIGMA`), or the total at the smallest factor, does not determine the noise and is refused, as
+    :func:`~dphypo.privacy.calibration.calibrate_sigma` refuses it.
+
+    With ``coarse_probe_for_sigma`` and ``coarse_final_for_sigma`` (cheap approximations, e.g. on
+    :data:`~dphypo.privacy.calibration.COARSE_ORDERS`) every root is found coarse to fine
+    (:func:`~dphypo.privacy.calibration.coarse_to_fine_sigma`): the same σ to ``rtol``, each certified by a
+    full-precision evaluation.
 
     Args:
         target_epsilon: Total ε of both stages.
@@ -458,33 +499,71 @@ def calibrate_two_stage(
         final_for_sigma: One final run's RDP curve at σ (same orders).
         split: Fraction of ε for stage 1, in (0, 1).
         rtol: Relative tolerance on each σ.
+        coarse_probe_for_sigma: A cheap approximation of ``probe_for_sigma`` (``None``: full precision throughout).
+        coarse_final_for_sigma: A cheap approximation of ``final_for_sigma``, on the same orders as the coarse
+            probe curve.
+        account_at: The total's report at ``(probe σ, final σ)`` (default :func:`account_two_stage` of the two
+            curves, RDP); it must be non-increasing in a common scale of both σ.
+        coarse_account_at: A cheap approximation of ``account_at``'s ε (default: RDP of the coarse curves).
 
     Returns:
         The calibration; its report's ε ≤ ``target_epsilon`` (checked).
 
     Raises:
         TwoStageDesignError: A refused design or split.
-        CalibrationError: A stage that needs σ outside the calibration's bracket.
+        CalibrationError: A stage that needs σ outside the calibration's bracket, or a budget that does not
+            determine the noise.
     """
     check_design(stage1, stage2)
     check_positive("target_epsilon", target_epsilon)
     check_delta(delta)
     check_split(split)
+    coarse = coarse_probe_for_sigma is not None and coarse_final_for_sigma is not None
 
     def stage_epsilon(stage: Stage1 | Stage2, curve: RdpCurve) -> float:
         tuned, _ = stage.curve(curve)
         return epsilon_from_rdp(tuned.orders, tuned.epsilons, delta, pure_epsilon=tuned.pure_epsilon)[0]
 
+    def coarse_stage(stage: Stage1 | Stage2, curve_at: Callable[[float], RdpCurve] | None
+                     ) -> Callable[[float], float] | None:
+        return None if curve_at is None or not coarse else (lambda s: stage_epsilon(stage, curve_at(s)))
+
     probe0 = _stage_sigma("stage 1 (the probes)", lambda s: stage_epsilon(stage1, probe_for_sigma(s)),
-                          split * target_epsilon, rtol)
+                          split * target_epsilon, rtol, coarse_stage(stage1, coarse_probe_for_sigma), target_epsilon)
     final0 = _stage_sigma("stage 2 (the final run)", lambda s: stage_epsilon(stage2, final_for_sigma(s)),
-                          (1.0 - split) * target_epsilon, rtol)
+                          (1.0 - split) * target_epsilon, rtol, coarse_stage(stage2, coarse_final_for_sigma),
+                          target_epsilon)
+
+    reports: dict[float, TwoStageReport] = {}
 
     def total_at(scale: float) -> TwoStageReport:
-        return account_two_stage(probe_for_sigma(scale * probe0), final_for_sigma(scale * final0), stage1, stage2,
-                                 delta)
+        if scale not in reports:
+            if account_at is not None:
+                reports[scale] = account_at(scale * probe0, scale * final0)
+            else:
+                reports[scale] = account_two_stage(probe_for_sigma(scale * probe0), final_for_sigma(scale * final0),
+                                                   stage1, stage2, delta)
+        return reports[scale]
 
-    scale = smallest_sigma(lambda s: total_at(s).epsilon, target_epsilon, rtol=rtol, sigma_bounds=(1e-3, 1e3))
+    def fine_epsilon(scale: float) -> float:
+        return total_at(scale).epsilon
+
+    if not coarse:
+        scale = smallest_sigma(fine_epsilon, target_epsilon, rtol=rtol, sigma_bounds=_SCALE_BOUNDS)
+    else:
+        assert coarse_probe_for_sigma is not None and coarse_final_for_sigma is not None
+        probe_c, final_c = coarse_probe_for_sigma, coarse_final_for_sigma
+
+        def coarse_epsilon(scale: float) -> float:
+            if coarse_account_at is not None:
+                return coarse_account_at(scale * probe0, scale * final0)
+            return account_two_stage(probe_c(scale * probe0), final_c(scale * final0), stage1, stage2, delta).epsilon
+
+        scale = coarse_to_fine_sigma(fine_epsilon, coarse_epsilon, target_epsilon, rtol=rtol,
+                                     sigma_bounds=_SCALE_BOUNDS)
+    if scale <= _SCALE_BOUNDS[0]:
+        raise _undetermined(target_epsilon, f"both stages together meet it at σ = {scale * probe0:.3g} (probes) "
+                                            f"and {scale * final0:.3g} (final)")
     report = total_at(scale)
     if report.epsilon > target_epsilon:  # smallest_sigma guarantees this; a broken monotonicity would not
         raise CalibrationError(

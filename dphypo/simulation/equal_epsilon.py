@@ -48,7 +48,8 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from dphypo.privacy import CalibrationError, CalibrationResult, RepeatAndSelect, RunCountDistribution, calibrate_sigma
+from dphypo.api.calibration_cache import cached_calibration
+from dphypo.privacy import CalibrationError, CalibrationResult, RepeatAndSelect, RunCountDistribution
 from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.privacy.heterogeneous import CandidateRun, DominanceError, ReferenceRun, calibrate_heterogeneous
 from dphypo.privacy.validation import check_positive
@@ -124,10 +125,13 @@ def arm_calibration(
     mechanism_metadata: Mapping[str, Any],
     *,
     adaptive_theorem: str = "B",
+    cache: bool = True,
 ) -> CalibrationResult:
     """:func:`arm_sigma` with the accountant's report at that σ (which bound won, its ε parts).
 
-    Args and raises as :func:`arm_sigma`.
+    Args and raises as :func:`arm_sigma`; ``cache``: use the on-disk calibration cache
+    (:mod:`dphypo.api.calibration_cache`; a cached σ is re-certified by one full accounting) for a homogeneous
+    family.
 
     Returns:
         The calibration (``sigma``, ``report``, ``sigma_tolerance``, ``evaluations``).
@@ -143,7 +147,7 @@ def arm_calibration(
     if is_heterogeneous(mechanism_metadata):
         reference, candidates = heterogeneous_runs(mechanism_metadata, mechanism)
         return _calibrate_heterogeneous(epsilon, delta, search, reference, candidates, adaptive_theorem)
-    return _calibrate(epsilon, delta, search, mechanism, adaptive_theorem)
+    return _calibrate(epsilon, delta, search, mechanism, adaptive_theorem, cache)
 
 
 def heterogeneous_runs(
@@ -230,19 +234,16 @@ def arm_sigma(
 
 @lru_cache(maxsize=512)
 def _calibrate(
-    epsilon: float, delta: float, search: RepeatAndSelect, mechanism: DPSGDMechanism, adaptive_theorem: str
+    epsilon: float, delta: float, search: RepeatAndSelect, mechanism: DPSGDMechanism, adaptive_theorem: str,
+    cache: bool = True,
 ) -> CalibrationResult:
-    def curve(sigma: float) -> Any:
-        return dataclasses.replace(mechanism, sigma=sigma).rdp()
+    """:func:`~dphypo.privacy.calibrate_sigma` of the arm, coarse to fine and cached on disk.
 
-    def profile(sigma: float) -> Any:
-        # the very profile studies.arm_epsilon accounts the arm with (same discretisation, shared cache)
-        return mechanism_profile(dataclasses.replace(mechanism, sigma=sigma))
-
-    options: dict[str, Any] = {"adaptive_theorem": adaptive_theorem}
-    if not search.adaptive:
-        options["profile_for_sigma"] = profile
-    return calibrate_sigma(epsilon, delta, search, curve, **options)
+    :func:`~dphypo.api.calibration_cache.cached_calibration`, with the very profile
+    :func:`~dphypo.simulation.studies.arm_epsilon` accounts the arm with (same discretisation, shared cache).
+    """
+    return cached_calibration(epsilon, delta, search, mechanism, profiles=not search.adaptive,
+                              adaptive_theorem=adaptive_theorem, profile_for=mechanism_profile, cache=cache)
 
 
 def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]:

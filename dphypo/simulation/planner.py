@@ -42,7 +42,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -65,6 +65,9 @@ from dphypo.simulation.studies import finite_or_none, strategy_config
 from dphypo.simulation.two_stage import calibrate_design, two_stage_values
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
 
+if TYPE_CHECKING:
+    from dphypo.api.design import Design
+
 __all__ = [
     "DEFAULT_GPUCB_BOUNDS",
     "DEFAULT_TOP_MASSES",
@@ -78,6 +81,7 @@ __all__ = [
     "PlanRow",
     "RowStatus",
     "TwoStageCandidate",
+    "candidate_design",
     "compare_rows",
     "default_candidates",
     "default_two_stage_candidates",
@@ -714,6 +718,8 @@ class PlanResult:
             "seconds": self.seconds,
             "rows": [r.to_dict() for r in self.rows],
             "best": None if best is None else best.candidate.name,
+            # the pick as a design value: `dphypo tune --design-from` (dphypo.api.design_from_dict) runs it as it is
+            "pick": None if best is None else candidate_design(best.candidate).describe(),
             "runner_up": None if second is None else second.candidate.name,
             "difference": None if diff is None else diff.to_dict(),
             "significant": self.significant,
@@ -730,6 +736,21 @@ class PlanResult:
                 for m, u, a, cmp in self.by_expected_runs()
             ],
         }
+
+
+def candidate_design(candidate: Candidate) -> Design:
+    """The design value :func:`dphypo.tune` runs for a plan's candidate (:mod:`dphypo.api.design`).
+
+    A strategy candidate is a :class:`~dphypo.api.design.SingleStage` search with its strategy and T; a two-stage one
+    a :class:`~dphypo.api.design.TwoStageSearch` with uniform probe placement (what the simulation places) and the
+    probes' epochs of its probe family (the final runs' epochs when the probes are full-fidelity runs).
+    """
+    from dphypo.api.design import SingleStage, TwoStageSearch
+
+    if isinstance(candidate, TwoStageCandidate):
+        epochs = candidate.final_epochs if candidate.probe_epochs is None else candidate.probe_epochs
+        return TwoStageSearch(candidate.two_stage, "uniform", epochs)
+    return SingleStage(candidate.strategy, candidate.run_count)
 
 
 def _outside(family: LandscapeFamily, sigma: float, epsilon: float, what: str = "sigma") -> str:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from dphypo import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, RepeatAndSelect, TwoStage, tune_two_stage
-from dphypo.api.two_stage import default_probe_epochs, two_stage_mechanisms
+from dphypo.api.two_stage import charged_mechanisms, default_probe_epochs, two_stage_mechanisms
 from dphypo.privacy import geometric
 from dphypo.privacy.two_stage import TwoStageDesignError, account_two_stage
+from dphypo.search.recording import LostAttemptsExceeded
+from dphypo.search.storage import JournalMismatch, SQLiteJournal
 from dphypo.space import Grid, IntGrid, SearchSpace
 from dphypo.train import DPSGD, DPSGDObjective, load_dataset
 
@@ -102,7 +109,8 @@ class Untouchable:
         ({"probe_epochs": 3}, TwoStageDesignError, "probe fidelity above the final one"),
         ({"probe_epochs": 0}, ValueError, "probe_epochs must be"),
         ({"sigmas": SIGMAS, "epsilon": 4.0}, ValueError, "exactly one of epsilon"),
-        ({"journal": "x.db"}, ValueError, "does not support a journal"),
+        ({"journal": "missing/x.db"}, ValueError, "journal"),
+        ({"max_lost": -1}, ValueError, "max_lost must be"),
         ({"strategy": "gp", "design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.2))))},
          TwoStageDesignError, "accounted with C=1, c=1"),
         ({"design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(1e-9))))}, ValueError,
@@ -126,3 +134,95 @@ def test_split_and_top_k_are_checked_by_the_design_and_privacy_axes_are_refused(
     with pytest.raises(ValueError, match=r"needs dphypo\.tune"):
         tune_two_stage(Untouchable(), axes, TRAINING, sigmas=SIGMAS)
     assert default_probe_epochs(10) == 2 and default_probe_epochs(2) == 1
+
+
+# -- issue #30 item 5: the two-stage search is journaled and survives kill -9 ----------------------------------------
+CHILD = Path(__file__).with_name("_two_stage_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _child(journal: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CHILD), str(journal), *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+
+
+def test_kill_9_in_stage_1_between_the_stages_and_in_stage_2_resumes_to_the_uninterrupted_release(tmp_path) -> None:
+    from tests.api._two_stage_child import DESIGN, search, summary
+
+    expected = summary(search(None, "", 1, str(tmp_path / "never")))  # the same search, uninterrupted
+    journal = tmp_path / "j.db"
+    for kill in ("probe:1", "between", "final:0"):  # one process dies at each point, the next one resumes
+        died = _child(journal, "--kill", kill)
+        assert died.returncode == -signal.SIGKILL, died.stderr
+    released = summary(search(str(journal), "", 1, str(tmp_path / "never")))  # the last resume, in this process
+    assert released.pop("lost") == [1, 1]  # the probe and the final run killed in flight, one charged per stage
+    assert released == {k: v for k, v in expected.items() if k != "lost"}  # same probes, model, score and ε
+    with SQLiteJournal.open(journal, read_only=True) as opened:
+        sealed, attempts = opened.sealed(), opened.attempts()
+        assert sealed.config["run_counts"] == {"probes": 3, "finals": 1} and sealed.run_count == 4
+        assert sealed.config["probe_mechanism"]["sigma"] == 3.0 and sealed.config["final_mechanism"]["sigma"] == 1.5
+        assert sealed.config["design"]["label"] == DESIGN.label() and sealed.config["max_lost"] == 1
+        assert [(a["number"], a["status"]) for a in attempts if a["status"] != "done"] == [(1, "lost"), (3, "lost")]
+        assert sorted(a["number"] for a in attempts if a["status"] == "done") == [0, 1, 2, 3]
+        published = opened.release()
+    assert published["params"] == released["params"] and published["epsilon"] == released["epsilon"]
+    assert [p["score"] for p in published["two_stage"]["released_probes"]] == [p[1] for p in released["probes"]]
+    assert published["max_lost"] == 1 and "charged" in published["privacy"]["stage2_theorem"]
+
+
+def test_a_stage_that_lost_more_than_max_lost_releases_nothing_and_refuses_the_resume(tmp_path) -> None:
+    from tests.api._two_stage_child import search
+
+    journal = tmp_path / "j.db"
+    died = _child(journal, "--kill", "final:0", "--max-lost", "0")
+    assert died.returncode == -signal.SIGKILL
+    with pytest.raises(LostAttemptsExceeded, match="max_lost=0"):
+        search(str(journal), "", 0, str(tmp_path / "never"))
+    with SQLiteJournal.open(journal, read_only=True) as opened:
+        assert opened.release() is None and opened.charged_attempts() == 1
+        assert [a["status"] for a in opened.attempts()] == ["done"] * 3 + ["lost"]  # nothing trained on resume
+
+
+def test_a_journaled_search_replays_without_training_and_refuses_another_search(tmp_path, monkeypatch) -> None:
+    journal = tmp_path / "j.db"
+    design = TwoStage(ProbeRelease(2))
+    objective = Recording()
+    first = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, journal=journal)
+    assert len(objective.seen) == 3
+    again = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, journal=journal)
+    assert len(objective.seen) == 3  # a finished search replays from its journal: nothing trains again
+    assert again.release.params == first.release.params and again.release.score == first.release.score
+    assert again.release.artifact is not None and again.two_stage.probes == first.two_stage.probes
+    assert again.history.seed == first.history.seed  # fresh entropy, read back from the journal
+
+    def no_calibration(*args, **kwargs):
+        raise AssertionError("sigma was calibrated before the seal was checked")
+
+    monkeypatch.setattr("dphypo.api.two_stage.two_stage_mechanisms", no_calibration)
+    with pytest.raises(JournalMismatch, match=r"design\.expected_probes.*probe_epochs"):
+        tune_two_stage(objective, SPACE, TRAINING, TwoStage(ProbeRelease(3)), probe_epochs=2, epsilon=4.0,
+                       journal=journal)
+    single = tmp_path / "single.db"
+    with SQLiteJournal.open(single) as opened:
+        opened.seal({"seed": 1}, 4)
+    with pytest.raises(JournalMismatch, match="holds a single-stage search"):
+        tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, journal=single)
+    assert len(objective.seen) == 3
+
+
+def test_lost_attempts_are_charged_up_front_in_both_stages() -> None:
+    design = TwoStage(ProbeRelease(4))
+    _, _, plain = charged_mechanisms(TRAINING, design, probe_epochs=1, epsilon=None, delta=1e-5, sigmas=SIGMAS)
+    probe, final, charged = charged_mechanisms(TRAINING, design, probe_epochs=1, epsilon=None, delta=1e-5,
+                                               sigmas=SIGMAS, max_lost=2)
+    recomputed = account_two_stage(probe.rdp(), final.rdp(), design.stage1, design.stage2, 1e-5, charged_probes=2,
+                                   charged_finals=2)
+    assert charged.methods["rdp"] == recomputed.epsilon and charged.epsilon > plain.epsilon
+    assert "2 charged" in charged.stage1_theorem and "2 charged" in charged.stage2_theorem
+    # calibrated (a design accounted in RDP, fast): the same total with more noise in both stages, the split kept
+    selection = TwoStage(ProbeRelease(4, top_k=2), FinalSelection(RepeatAndSelect(geometric(0.5))))
+    p1, f1, report = charged_mechanisms(TRAINING, selection, probe_epochs=1, epsilon=6.0, delta=1e-5, max_lost=1)
+    assert report.epsilon <= 6.0 and report.epsilon == pytest.approx(6.0, rel=1e-2)
+    assert "1 charged" in report.stage1_theorem and "1 charged" in report.stage2_theorem
+    uncharged = account_two_stage(p1.rdp(), f1.rdp(), selection.stage1, selection.stage2, 1e-5)
+    assert uncharged.epsilon < 0.9 * report.epsilon  # the charge is paid for with noise: without it ε is lower

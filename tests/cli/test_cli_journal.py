@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import typer
 
 from dphypo.cli import run
 from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, gaussian_rdp, geometric
@@ -151,8 +152,9 @@ def test_release_works_from_another_directory_and_refuses_an_edited_journal(tmp_
     assert len(err) == 1 and "release record does not match its hash" in err[0]
 
 
-def _tune_child(tmp_path: Path, *args: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "dphypo", *UNIFORM_TUNE, "--epochs", "2", *args]
+def _tune_child(tmp_path: Path, *args: str, base: tuple[str, ...] = (*UNIFORM_TUNE, "--epochs", "2")
+                ) -> subprocess.Popen:
+    command = [sys.executable, "-m", "dphypo", *base, *args]
     return subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
 
@@ -204,3 +206,119 @@ def test_with_max_lost_the_default_pass_size_shrinks_to_what_max_lost_covers(tmp
     capsys.readouterr()
     with Journal.open(path, read_only=True) as opened:
         assert opened.sealed().config["runs_per_update"] == 1
+
+
+# -- issue #30 item 5: the two-stage default is journaled; --out is written in one step ----------------------------
+TWO_STAGE_TUNE = ("tune --design two-stage --probes 2 --epochs 2 --probe-epochs 1 --lr-grid 0.3,1,3 "
+                  "--clip-grid 0.5,1,2 --seed 3 --json").split()
+
+
+def test_the_two_stage_search_is_journaled_and_its_rerun_replays_into_the_same_out(tmp_path, capsys,
+                                                                                      monkeypatch) -> None:
+    journal, out = tmp_path / "j.db", tmp_path / "out"
+    assert run([*TWO_STAGE_TUNE, "--journal", str(journal), "--out", str(out)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    with Journal.open(journal, read_only=True) as opened:
+        sealed, attempts = opened.sealed(), len(opened.attempts())
+    assert sealed.config["search"] == "two-stage" and sealed.config["run_counts"] == {"probes": 2, "finals": 1}
+    assert attempts == 3
+
+    from dphypo.api import two_stage
+
+    accounted = two_stage.charged_mechanisms
+
+    def no_calibration(*args, **kwargs):
+        assert kwargs["epsilon"] is None, "a resumed search reads its sigma from the journal, never recalibrates"
+        return accounted(*args, **kwargs)
+
+    monkeypatch.setattr(two_stage, "charged_mechanisms", no_calibration)
+    # The same command again: the same search (its own release in --out), replayed, nothing trained or calibrated.
+    assert run([*TWO_STAGE_TUNE, "--journal", str(journal), "--out", str(out)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["release"] == first["release"] and again["privacy"]["epsilon"] == first["privacy"]["epsilon"]
+    assert again["two_stage"]["released_probes"] == first["two_stage"]["released_probes"]
+    with Journal.open(journal, read_only=True) as opened:
+        assert len(opened.attempts()) == attempts
+    assert json.loads((out / "release.json").read_text())["release"] == first["release"]
+    assert run(["release", str(journal), "--json"]) == 0
+    published = json.loads(capsys.readouterr().out)
+    assert published["params"] == first["release"]["params"] and published["model_sha256"]
+    assert len(published["two_stage"]["released_probes"]) == 2 and "run_counts" not in json.dumps(published)
+    assert run(["release", str(journal)]) == 0
+    table = capsys.readouterr().out
+    assert "2 probe(s) with their noisy scores" in table and "stage 2: one final run" in table
+
+
+def _killed_at(monkeypatch, target: str) -> None:
+    """``target`` exits as a kill -9 would stop the process there (status 137, nothing after it runs)."""
+
+    def killed(*args, **kwargs):
+        raise typer.Exit(137)
+
+    monkeypatch.setattr(target, killed)
+
+
+def test_out_is_written_in_one_step_and_only_the_same_search_may_write_it_again(tmp_path, capsys,
+                                                                                monkeypatch) -> None:
+    journal, out = tmp_path / "j.db", tmp_path / "out"
+    command = [*TINY_TUNE, "--journal", str(journal), "--out", str(out)]
+    with monkeypatch.context() as patch:  # killed after the model was saved, before release.json was written
+        _killed_at(patch, "dphypo.cli.outdir.publish")
+        assert run(command) == 137
+    assert not out.exists()  # never a model without its epsilon in --out
+    with monkeypatch.context() as patch:  # killed after publishing, before the journal recorded the model file
+        _killed_at(patch, "dphypo.cli.tune._journal_release_extras")
+        assert run(command) == 137
+    assert sorted(p.name for p in out.iterdir()) == ["release.json", "released_model.json", "released_model.pt"]
+    capsys.readouterr()
+    assert run(command) == 0  # the same search: recognised by its journal's release, not "another search"
+    first = json.loads(capsys.readouterr().out)
+    assert json.loads((out / "release.json").read_text())["release"] == first["release"]
+    assert not list(tmp_path.glob(".out.*"))  # no temporary folder left behind
+
+    other = [*TINY_TUNE[:-1], "--seed", "4", "--json", "--journal", str(tmp_path / "other.db"), "--out", str(out)]
+    assert run(other) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "another search" in err and "--out" in err and not (tmp_path / "other.db").exists()
+    assert run([*TINY_TUNE, "--out", str(out)]) == 2
+    assert "without --journal this run cannot tell" in capsys.readouterr().err
+    assert json.loads((out / "release.json").read_text())["release"] == first["release"]  # untouched
+
+
+def test_a_journal_and_max_lost_keep_the_two_stage_default_and_max_lost_is_charged(tmp_path, capsys) -> None:
+    paths = ["--journal", str(tmp_path / "j.db"), "--out", str(tmp_path / "o"), "--dry-run", "--json"]
+    assert run(["tune", "--epochs", "2", *paths]) == 0
+    assert json.loads(capsys.readouterr().out)["design"]["kind"] == "two-stage"  # --journal selects no design
+    assert run(["tune", "--epochs", "2", "--probes", "4", "--max-lost", "1", *paths]) == 0
+    charged = json.loads(capsys.readouterr().out)
+    assert charged["design"]["kind"] == "two-stage" and charged["epsilon"] <= 8.0
+    assert "1 charged attempt" in charged["accounting"]["stage1_theorem"]
+    assert "1 charged attempt" in charged["accounting"]["stage2_theorem"]
+
+
+def test_a_killed_two_stage_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_path, capsys,
+                                                                                     monkeypatch) -> None:
+    # `dphypo tune`'s default kind of search (two-stage), killed from outside at some moment of the search
+    base = tuple("tune --design two-stage --probes 3 --epochs 2 --probe-epochs 1 --lr-grid 0.3,1,3 --clip-grid "
+                 "0.5,1,2 --max-lost 1 --engine opacus --seed 7 --json".split())
+    reference = _tune_child(tmp_path, "--out", "ref", base=base)
+    out, err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, err
+    expected = json.loads(out)
+    journal = ["--journal", "j.db", "--out", "out"]
+    child = _tune_child(tmp_path, *journal, base=base)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and child.poll() is None and not (tmp_path / "j.db").exists():
+        time.sleep(0.05)
+    time.sleep(1.5)  # somewhere in the search: before it, in a stage or between the stages (each must resume)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    monkeypatch.chdir(tmp_path)  # the resume, in this process (as the child ran it: same folder, same command)
+    capsys.readouterr()
+    assert run([*base[:-1], *journal, "--json"]) == 0
+    released = json.loads(capsys.readouterr().out)
+    assert released["release"]["params"] == expected["release"]["params"]
+    assert released["release"]["score"] == expected["release"]["score"]
+    assert released["privacy"]["epsilon"] == expected["privacy"]["epsilon"]
+    assert released["two_stage"]["released_probes"] == expected["two_stage"]["released_probes"]
+    assert json.loads((tmp_path / "out" / "release.json").read_text())["release"] == released["release"]

@@ -5,14 +5,19 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import typing
 
 import pytest
 
+from dphypo.api import SingleStage, TwoStageSearch, design_from_dict
 from dphypo.cli import run
 from dphypo.cli.search import tune_command
 from dphypo.cli.tune import TuneArgs, search_options
+from dphypo.privacy import geometric
+from dphypo.privacy.two_stage import ProbeRelease, TwoStage
 from dphypo.search.execution import Executor, make_executor
 from dphypo.search.options import SearchOptions
+from dphypo.strategies import GPUCB
 from dphypo.train import load_dataset
 
 TINY = (
@@ -346,20 +351,21 @@ def test_tune_defaults_to_two_stage_and_single_stage_options_select_a_single_sea
     assert default["design"]["label"] == "release 20 probes -> 1 final run, split 0.5"
     assert [(row["stage"], row["epochs"]) for row in default["candidates"]] == [("probes", 2), ("final", 10)]
     assert default["epsilon"] <= 8.0
-    for single in (["--mean", "10"], ["--journal", str(tmp_path / "j.db")], ["--strategy", "gp"],
-                   ["--design", "single"]):
+    assert default["design"]["kind"] == "two-stage" and default["design_reason"].startswith("auto at epsilon = 8")
+    for single in (["--mean", "10"], ["--strategy", "gp"], ["--design", "single"]):
         assert run(["tune", *single, "--out", str(tmp_path), "--dry-run", "--json"]) == 0
-        assert "design" not in json.loads(capsys.readouterr().out), single
+        payload = json.loads(capsys.readouterr().out)
+        assert payload["design"]["kind"] == "single-stage" and "stage" not in payload["candidates"][0], single
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--design", "two-stage", "--journal", "j.db"], "--design two-stage does not take --journal"),
+    (["--design", "two-stage", "--mean", "5"], "--design two-stage does not take --mean"),
     (["--design", "single", "--probes", "5"], "--probes set a two-stage search"),
     (["--probe-epochs", "5"], "--probe-epochs must be at most --epochs (2)"),
     (["--split", "1"], "split must be in (0, 1)"),
-    (["--top-k", "9"], "top_k must be at most the number of probes (4)"),
+    (["--top-k", "9"], "--top-k must be at most the number of probes (4)"),
     (["--probe-mode", "select", "--top-k", "2"], "--top-k needs --probe-mode release"),
-    (["--final-mean", "3"], "a final selection needs at least two stage-1 candidates"),
+    (["--final-mean", "3"], "--final-mean needs --top-k >= 2"),
     (["--design", "staged"], "--design must be one of"),
 ])
 def test_two_stage_bad_input_fails_in_one_line_before_any_data(extra, message, tmp_path, capsys, monkeypatch) -> None:
@@ -374,16 +380,21 @@ def test_two_stage_tune_releases_the_final_model_and_every_probe_score_with_the_
     assert run([*TWO_STAGE, "--out", str(tmp_path), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     staged, privacy = payload["two_stage"], payload["privacy"]
-    assert payload["design"] == "two-stage" and privacy["epsilon"] <= 6.0
+    assert payload["design"]["kind"] == "two-stage" and privacy["epsilon"] <= 6.0
+    assert payload["design_reason"] == "the two-stage options given (--probes)"
     assert privacy["epsilon"] == min(privacy["methods"].values())
     assert len(staged["released_probes"]) == 4 and staged["probe_mechanism"]["epochs"] == 1
     assert staged["final_mechanism"]["epochs"] == 2 and privacy["sigma"] == staged["final_mechanism"]["sigma"]
     assert payload["release"]["params"] == staged["finalists"][0]
     assert (tmp_path / "released_model.pt").exists()
-    assert json.loads((tmp_path / "release.json").read_text())["two_stage"] == staged  # stage 1 is released
+    written = json.loads((tmp_path / "release.json").read_text())
+    assert written["two_stage"] == staged  # stage 1 is released
+    # the release names its design as a value: it runs again as it is
+    assert design_from_dict(written) == TwoStageSearch(TwoStage(ProbeRelease(4)))
     assert run([*TWO_STAGE, "--out", str(tmp_path / "table")]) == 0
     text = capsys.readouterr().out
     assert "Release of the two-stage private search" in text and "released by stage 1" in text
+    assert "why this design" in text and "the two-stage options given (--probes)" in text
 
 
 @pytest.mark.parametrize("extra", [[], ["--batch-size-grid", "32,128", "--epochs-grid", "5,10"],
@@ -392,3 +403,44 @@ def test_a_dry_run_reads_no_data(extra, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr("dphypo.train.load_dataset", lambda *a, **k: pytest.fail("a dry run read the data"))
     assert run(["tune", *extra, "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["epsilon"] <= 8.0
+
+
+# -- the default runs at every ε, and a design runs from a file (issue #30 items 3 and 4) ------------------------------
+def test_the_default_runs_at_epsilon_4_and_says_which_design_and_why(tmp_path, capsys) -> None:
+    # before: 20 released probes' score releases alone cost ε ≥ 2.77 > their share 2.0, and the command exited 2
+    assert run(["tune", "--epsilon", "4", "--epochs", "2", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["design"]["label"] == "release 10 probes -> 1 final run, split 0.5" and payload["epsilon"] <= 4.0
+    assert payload["design_reason"].startswith("auto at epsilon = 4: the equal-epsilon studies' winner at epsilon = 4")
+
+
+def test_options_of_both_designs_are_refused_naming_them_not_a_design_the_user_never_wrote(tmp_path, capsys) -> None:
+    assert run(["tune", "--probes", "3", "--mean", "5", "--out", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--probes select a two-stage search but --mean a single-stage one" in err[0], err
+    assert "--design two-stage does not take" not in err[0]
+
+
+def test_design_from_runs_a_plans_pick_as_it_is(tmp_path, capsys) -> None:
+    pick = SingleStage(GPUCB(C=1.5, c=2 / 3), geometric(0.25))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"best": pick.label(), "pick": pick.describe()}))
+    assert run(["tune", "--design-from", str(plan), "--sigma", "1.5", "--out", str(tmp_path), "--dry-run",
+                "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert design_from_dict(payload["design"]) == pick and payload["expected_runs"] == pytest.approx(4.0)
+    assert payload["theorem"].startswith("Theorem B") and payload["design_reason"].startswith("read from --design-from")
+    for extra, named in ((["--probes", "4"], "--probes"), (["--strategy", "gp"], "--strategy"),
+                         (["--mean", "3"], "--runs/--theta/--gamma/--mean")):
+        assert run(["tune", "--design-from", str(plan), *extra, "--out", str(tmp_path), "--dry-run"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--design-from sets the design: drop {named}" in err[0], err
+
+
+def test_help_says_which_options_select_which_design() -> None:
+    hints = typing.get_type_hints(tune_command, include_extras=True)
+    helps = {name: option.help for name, hint in hints.items() for option in getattr(hint, "__metadata__", ())
+             if hasattr(option, "help")}
+    assert "with a two-stage option (--probes, ...) or --design two-stage it places the probes by GP-UCB" in helps[
+        "strategy"]
+    assert "--strategy gp alone selects single-stage" in helps["design"] and "--design-from" not in helps["design"]

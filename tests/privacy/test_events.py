@@ -47,6 +47,7 @@ from dphypo.privacy.profiles import (
     dpsgd_profile,
     profile_or_skipped,
 )
+from dphypo.privacy.rdp import monotone_envelope
 
 Q = 256 / 60000
 
@@ -105,11 +106,20 @@ def test_the_events_are_dp_accountings_own_its_rdp_accountant_reproduces_every_c
         dpsgd_run_rdp(0.71, Q, 2344, score_noise=7.18),
         compose(dpsgd_rdp(1.0, 0.01, 100), gaussian_rdp(3.0), zero_rdp()).repeated(3),
     ]
-    for curve in curves:
+    for k, curve in enumerate(curves):
         accountant = rdp_privacy_accountant.RdpAccountant(list(DEFAULT_ORDERS))
         accountant.compose(curve.event)
         theirs = np.where(np.isnan(accountant.rdp), np.inf, accountant.rdp)
-        np.testing.assert_allclose(curve.epsilons, theirs, rtol=1e-12, err_msg=curve.label)
+        # dphypo keeps each mechanism's curve as its running minimum from the right (D_α is non-decreasing in α:
+        # docs/proofs/heterogeneous.md §5), where dp_accounting's series may not converge (∞ at low fractional
+        # orders). A single mechanism's curve is exactly the envelope of theirs; a composition sums envelopes,
+        # which is never above the envelope of the sum.
+        envelope = monotone_envelope(theirs)
+        if k < 4:
+            np.testing.assert_allclose(curve.epsilons, envelope, rtol=1e-12, err_msg=curve.label)
+        assert np.all(curve.epsilons <= envelope * (1 + 1e-12)), curve.label
+        finite = np.isfinite(theirs)
+        assert np.all(curve.epsilons[finite] <= theirs[finite] * (1 + 1e-12)), curve.label
     # and its PLD accountant builds the same profile from the profile's event
     profile = dpsgd_run_profile(1.0, 0.01, 200, score_noise=5.0, discretization=1e-3)
     pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)

@@ -16,6 +16,7 @@ from dphypo.search.storage.base import (
 )
 from dphypo.search.storage.memory import MemoryJournal
 from dphypo.search.storage.sqlite import CURATOR_WARNING, SQLiteJournal
+from dphypo.search.storage.stages import StageJournal
 
 __all__ = [
     "CHARGED_STATES",
@@ -26,6 +27,7 @@ __all__ = [
     "MemoryJournal",
     "SQLiteJournal",
     "SealedSearch",
+    "StageJournal",
     "seal_digest",
 ]
 

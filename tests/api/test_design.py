@@ -1,0 +1,187 @@
+"""A search design as one value (issue #30 items 3 and 4): describe/from_dict, the default rule, one entry point."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import dphypo
+from dphypo import DPSGD, GPUCB, LogFloat, SearchSpace, SingleStage, Subsampled, TwoStage, TwoStageSearch
+from dphypo.api import design_from_dict
+from dphypo.api.design import auto_candidates, auto_design, score_release_floor
+from dphypo.privacy import Poisson, RepeatAndSelect, geometric, logarithmic
+from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection
+from dphypo.strategies import GPTopSet
+from dphypo.train.data import split_sizes
+
+
+def _training(dataset: str = "digits") -> DPSGD:
+    """``dphypo tune``'s default training on ``dataset`` (score noise 0.02 of the validation accuracy, in counts)."""
+    n_train, n_val = split_sizes(dataset)
+    return DPSGD(batch_size=64, epochs=10, n_train=n_train, n_val=n_val, score_noise=0.02 * n_val)
+
+
+DESIGNS = [
+    SingleStage(),
+    SingleStage("gp", logarithmic(0.01)),
+    SingleStage(GPTopSet(C=2.0, top_mass=0.1), logarithmic(0.05)),
+    SingleStage("uniform", Poisson(5.0)),
+    TwoStageSearch(),
+    TwoStageSearch(TwoStage(ProbeRelease(12, top_k=3), FinalSelection(RepeatAndSelect(geometric(1 / 3))), 0.3),
+                   "gp", probe_epochs=3),
+    TwoStageSearch(TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 50), 1.5, 2 / 3)), FinalRun(), 0.7),
+                   GPUCB(C=1.5, c=2 / 3, beta=2.0)),
+    Subsampled(0.25, 2, GPUCB(C=1.25, c=0.8), geometric(0.1)),
+]
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.label())
+def test_a_described_design_is_recreated_exactly_from_its_json(design) -> None:
+    written = json.loads(json.dumps(design.describe()))
+    assert design_from_dict(written) == design
+    assert written["kind"] == design.kind and written["label"] == design.label()
+
+
+def test_design_from_dict_reads_a_plans_pick_and_refuses_in_one_line() -> None:
+    assert design_from_dict({"best": "x", "pick": SingleStage("gp").describe()}) == SingleStage("gp")
+    with pytest.raises(ValueError, match="the plan picked no design"):
+        design_from_dict({"pick": None})
+    with pytest.raises(ValueError, match="a design's kind must be one of single-stage, two-stage, subsampled"):
+        design_from_dict({"kind": "three-stage"})
+    with pytest.raises(ValueError, match="a design's strategy must be one of"):
+        design_from_dict({**SingleStage().describe(), "strategy": {"name": "bayes"}})
+
+
+def test_the_score_release_floor_is_the_studies_closed_form() -> None:
+    # docs/studies.md: n released digits probe scores cost at least 1.88 (n = 10) and 2.77 (n = 20) at δ = 1e-5
+    floors = {n: score_release_floor(TwoStageSearch(TwoStage(ProbeRelease(n))), _training(), 1e-5)[0]
+              for n in (10, 20)}
+    assert (round(floors[10], 2), round(floors[20], 2)) == (1.88, 2.77)
+    assert score_release_floor(TwoStageSearch(), DPSGD(batch_size=8, epochs=1, n_train=100), 1e-5) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(("dataset", "epsilon", "expected"), [
+    # the equal-ε studies' winners (docs/studies.md: "Two-stage designs with cheap probes" and "... on the
+    # MNIST-subset CNN family", 2-epoch probes, ≤ 10-20 runs of compute)
+    ("digits", 8.0, "release 20 probes -> 1 final run, split 0.5"),
+    ("digits", 4.0, "release 10 probes -> 1 final run, split 0.5"),
+    ("digits", 2.0, "select 1 of E[T]=20 probes -> 1 final run, split 0.5"),
+    ("mnist-subset", 8.0, "release 20 probes -> 1 final run, split 0.5"),
+    ("mnist-subset", 4.0, "release 10 probes -> 1 final run, split 0.5"),
+    ("mnist-subset", 2.0, "release 10 probes -> 1 final run, split 0.5"),
+    # below the studies: the cheapest design that still runs
+    ("digits", 1.0, "single-stage uniform search, E[T]=20 (geometric)"),
+])
+def test_auto_picks_the_studies_winner_that_runs_at_each_epsilon(dataset, epsilon, expected) -> None:
+    design, reason = auto_design(_training(dataset), epsilon)
+    assert design.label() == expected
+    assert reason.startswith(f"auto at epsilon = {epsilon:g}") and "\n" not in reason
+    if dataset == "digits" and epsilon == 2.0:  # why 10 released probes were not picked: their floor, in closed form
+        assert "release 10 probes -> 1 final run, split 0.5: its score releases alone cost epsilon >= 1.88" in reason
+
+
+def test_auto_respects_the_compute_budget_and_refuses_only_where_nothing_runs() -> None:
+    design, reason = auto_design(_training(), 8.0, budget=2.5)
+    assert design == SingleStage("uniform", geometric(1 / 2))  # 2 runs; every earlier candidate needs ≥ 3
+    assert "5 expected runs, over the budget of 2.5" in reason
+    with pytest.raises(ValueError, match=r"^no design runs at epsilon=0.5, delta=1e-05: .* cost epsilon >= 0.637"):
+        auto_design(_training(), 0.5)
+    assert [d.kind for d in auto_candidates(8.0)][:3] == ["two-stage"] * 3
+    with pytest.raises(ValueError, match=r"^no two-stage design runs at epsilon=1, .*; a single-stage search may"):
+        auto_design(_training(), 1.0, two_stage_only=True)  # `--design two-stage` at ε = 1 on digits
+
+
+# -- dphypo.tune: one entry point, the design as a value ---------------------------------------------------------
+SPACE = SearchSpace({"lr": LogFloat(1e-3, 1.0, 4)})
+TINY = DPSGD(batch_size=50, epochs=5, n_train=1000, n_val=300, score_noise=6.0)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _recording(seen: list, name: str):
+    def runner(objective, space, training, *args, **kwargs):
+        seen.append((name, args, kwargs))
+        raise _Stop
+
+    return runner
+
+
+@pytest.fixture
+def runners(monkeypatch) -> list:
+    seen: list = []
+    for name in ("tune_single_stage", "tune_two_stage", "tune_subsampled"):
+        monkeypatch.setattr(f"dphypo.api.runner.{name}", _recording(seen, name))
+    return seen
+
+
+def _called(seen: list, **kwargs) -> tuple:
+    with pytest.raises(_Stop):
+        dphypo.tune(lambda params, run: 0.0, SPACE, TINY, **kwargs)
+    return seen.pop()
+
+
+def test_dphypo_tune_runs_the_clis_default_design_and_any_design_value(runners) -> None:
+    name, args, kwargs = _called(runners, epsilon=8.0)  # the default: auto_design's pick, two-stage at ε = 8
+    expected, _ = auto_design(TINY, 8.0)
+    assert name == "tune_two_stage" and args == (expected.two_stage,) and kwargs["probe_epochs"] is None
+    name, args, kwargs = _called(runners, epsilon=8.0, design=TwoStage(ProbeRelease(5)))
+    assert name == "tune_two_stage" and args == (TwoStage(ProbeRelease(5)),)
+    name, _, kwargs = _called(runners, epsilon=8.0, design=TwoStageSearch(strategy="gp", probe_epochs=2))
+    assert isinstance(kwargs["strategy"], GPUCB) and kwargs["probe_epochs"] == 2
+    name, _, kwargs = _called(runners, epsilon=8.0, design=SingleStage("gp", geometric(0.1)))
+    assert name == "tune_single_stage" and isinstance(kwargs["strategy"], GPUCB) and kwargs["runs"] == geometric(0.1)
+    name, _, kwargs = _called(runners, epsilon=8.0, design=Subsampled(0.25, 2))
+    assert name == "tune_subsampled" and (kwargs["fraction"], kwargs["variant"]) == (0.25, 2)
+
+
+@pytest.mark.parametrize("single", [{"strategy": "gp"}, {"runs": geometric(0.1)}, {"sigma": 1.0}])
+def test_a_single_stage_argument_keeps_the_single_stage_search(runners, single) -> None:
+    arguments = {"epsilon": 8.0, **single} if "sigma" not in single else single
+    name, _, kwargs = _called(runners, **arguments)
+    assert name == "tune_single_stage" and all(kwargs[k] == v for k, v in single.items())
+
+
+def test_the_default_design_charges_lost_attempts_and_keeps_the_journal(runners) -> None:
+    name, _, kwargs = _called(runners, epsilon=8.0, journal="j.db")
+    assert name == "tune_two_stage" and kwargs["options"].journal == "j.db"
+    name, _, kwargs = _called(runners, epsilon=8.0, max_lost=1, design=TwoStageSearch())
+    assert name == "tune_two_stage" and kwargs["max_lost"] == 1
+    # one charged attempt per stage releases one more score each: the floors grow
+    floors = [score_release_floor(TwoStageSearch(), _training(), 1e-5, lost)[0] for lost in (0, 1)]
+    assert floors[1] > floors[0]
+
+
+def test_strategy_and_runs_beside_a_design_are_refused() -> None:
+    with pytest.raises(TypeError, match="strategy and runs are fields of the design"):
+        dphypo.tune(lambda params, run: 0.0, SPACE, TINY, epsilon=8.0, design=SingleStage(), strategy="gp")
+    with pytest.raises(TypeError, match=r"design must be dphypo\.SingleStage"):
+        dphypo.tune(lambda params, run: 0.0, SPACE, TINY, epsilon=8.0, design="two-stage")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a two-stage design calibrates two noise multipliers"):
+        dphypo.tune(lambda params, run: 0.0, SPACE, TINY, sigma=1.0, design=TwoStageSearch())
+
+
+def test_the_planners_pick_is_the_design_value_of_its_best_row() -> None:
+    from dphypo.simulation.planner import PlanCandidate, PlanResult, PlanRow, TwoStageCandidate, candidate_design
+
+    staged = TwoStageCandidate(TwoStage(ProbeRelease(10)), None, final_epochs=10)
+    gp = PlanCandidate("gp", GPUCB(C=1.5, c=2 / 3), geometric(0.05))
+    rows = tuple(PlanRow(c, "ok", mean=m, ci95=(m - 0.01, m + 0.01), values=np.full(4, m) + np.arange(4) * 1e-3)
+                 for c, m in ((gp, 0.8), (staged, 0.9)))
+    plan = PlanResult(8.0, 1e-5, 4, 0, (1.0,), 0.95, rows)
+    pick = json.loads(json.dumps(plan.to_dict()))["pick"]
+    assert design_from_dict(pick) == candidate_design(staged) == TwoStageSearch(TwoStage(ProbeRelease(10)), "uniform",
+                                                                                 probe_epochs=10)
+    assert candidate_design(gp) == SingleStage(GPUCB(C=1.5, c=2 / 3), geometric(0.05))
+
+
+def test_the_cheap_calibration_check_mirrors_the_calibrations_brackets() -> None:
+    # auto_design decides "calibrates" at two σ without calibrating; that is sound only for these brackets
+    from dphypo.api import design as design_module
+    from dphypo.privacy import two_stage as calibration
+
+    assert design_module._LARGEST_SIGMA == calibration._FLOOR_SIGMA
+    assert calibration._SMALLEST_SIGMA * calibration._SCALE_BOUNDS[1] == design_module._SCALED_SIGMA
