@@ -20,6 +20,7 @@ from dphypo.search.execution import WorkerLost
 from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.records import DataFailure, RunMisuse
 from dphypo.search.storage import JournalError, JournalMismatch
+from dphypo.strategies.released import CuratorOnlyError
 from dphypo.train.data import DataNotFoundError
 from dphypo.train.mechanism import BudgetExceeded
 
@@ -27,6 +28,7 @@ __all__ = [
     "AdaptivePoissonError",
     "BudgetExceeded",
     "CalibrationError",
+    "CuratorOnlyError",
     "DataFailure",
     "DataNotFoundError",
     "DominanceError",

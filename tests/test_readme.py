@@ -1,8 +1,10 @@
-"""Every command of the README, run as printed and in order, in an empty directory (a fresh clone's view).
+"""Every command of the README and of the guides in docs/, run as printed and in order, in an empty directory.
 
-The README's ```bash blocks are the commands a newcomer copies. This test runs each ``dphypo`` command of every
-such block, in order, in a temporary directory that holds only a copy of ``landscapes/`` (what a clone ships), and
-fails if one exits non-zero. Installs (``pip``) and the test command itself are not run (this test is part of it).
+The ```bash blocks of README.md and of the guide pages (docs/guide.md, docs/accounting.md, docs/simulation.md) are
+the commands a newcomer copies. This test runs each ``dphypo`` command of every such block, page by page, in order,
+in a temporary directory per page that holds only a copy of ``landscapes/`` (what a clone ships; a fresh clone's
+view), and fails if one exits non-zero. Pages run as separate tests, so the test processes share them out.
+Installs (``pip``) and the test command itself are not run (this test is part of it).
 As the README says under its set-up commands, sizes are reduced here so the test stays short: ``--epochs 1``,
 ``--repeats`` at most 20, ``--seeds 1`` and a 2 × 2 grid for ``landscape build``; the commands are otherwise
 exactly the README's (same options, same files, same order, so a command that depends on an earlier one's output
@@ -23,6 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: The pages whose commands run, README first (its first command is the main job).
+PAGES = [README, ROOT / "docs" / "guide.md", ROOT / "docs" / "accounting.md", ROOT / "docs" / "simulation.md"]
 #: The size reductions the README announces for this test (option → value; repeats are capped, not raised).
 REDUCED = {"--epochs": "1", "--seeds": "1"}
 MAX_REPEATS = 20
@@ -60,19 +64,20 @@ def reduced(command: list[str]) -> list[str]:
 
 
 def test_the_readme_lists_the_commands_this_test_runs() -> None:
-    commands = readme_commands(README.read_text())
-    assert commands[0] == ["dphypo", "tune"]  # the main job on the embedded default comes first
+    assert readme_commands(README.read_text())[0] == ["dphypo", "tune"]  # the main job on the default comes first
+    commands = [c for page in PAGES for c in readme_commands(page.read_text())]
     names = {command[1] for command in commands}
     assert {"tune", "release", "account", "calibrate", "simulate", "landscape", "plot", "plan"} <= names
     assert not [c for c in commands if any("[" in word or "NAME" in word or "HOST" in word for word in c)]
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_as_printed_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_readme_command_runs_as_printed_in_order(page: Path, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "landscapes", tmp_path / "landscapes",
                     ignore=shutil.ignore_patterns("*.partial.jsonl"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    for command in readme_commands(README.read_text()):
+    for command in readme_commands(page.read_text()):
         argv = [sys.executable, "-m", "dphypo", *reduced(command)[1:]]
         done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"{shlex.join(command)} exited {done.returncode}:\n{done.stderr[-2000:]}"

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dphypo.api.search import DEFAULT_RUNS, resolve_strategy
-from dphypo.api.two_stage import DEFAULT_TWO_STAGE, default_probe_epochs
+from dphypo.api.two_stage import DEFAULT_TWO_STAGE, check_placement, default_probe_epochs
 from dphypo.privacy import (
     DEFAULT_ORDERS,
     CalibrationError,
@@ -74,6 +74,7 @@ from dphypo.privacy.two_stage import (
 )
 from dphypo.privacy.validation import check_delta, check_int_at_least, check_non_negative_int, check_positive
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform
+from dphypo.strategies.gp.placement import ProbePlacement
 from dphypo.train.recipe import DPSGD
 
 __all__ = [
@@ -237,9 +238,19 @@ class TwoStageSearch:
     Args:
         two_stage: The stages and the split (default :data:`~dphypo.api.DEFAULT_TWO_STAGE`: 20 released probes, one
             final run, split 0.5).
-        strategy: Where probes are placed: ``"uniform"`` (default), ``"gp"`` or a Strategy (a probe selection needs
-            one with its search's C and c).
+        strategy: Where probes are placed when ``placement`` is ``None``: ``"uniform"`` (default), ``"gp"`` or a
+            Strategy (a probe selection needs one with its search's C and c).
         probe_epochs: Epochs of a probe (default ``None``: a fifth of the final run's epochs, at least one).
+        placement: ``None`` (default: ``strategy`` places the probes, today's design) or a
+            :class:`~dphypo.strategies.gp.placement.ProbePlacement` (uniform, or a BoTorch acquisition on the GP
+            fitted to the released probes: ``ProbePlacement("gp", "log-nei")``); released probes only, with the
+            uniform ``strategy``.
+        recommend: The rule that chooses the committed point(s) from the released probes
+            (:data:`~dphypo.strategies.recommend.RECOMMENDATIONS`; default ``"best-probe"``); a GP rule needs
+            released probes.
+
+    Raises:
+        TwoStageDesignError: A placement or a GP rule with a probe selection, in one line.
 
     Example:
         >>> TwoStageSearch().label()
@@ -249,6 +260,8 @@ class TwoStageSearch:
     two_stage: TwoStage = DEFAULT_TWO_STAGE
     strategy: Strategy | str = "uniform"
     probe_epochs: int | None = None
+    placement: ProbePlacement | None = None
+    recommend: str = "best-probe"
     kind: ClassVar[str] = "two-stage"
 
     def __post_init__(self) -> None:
@@ -257,18 +270,28 @@ class TwoStageSearch:
         object.__setattr__(self, "strategy", resolve_strategy(self.strategy))
         if self.probe_epochs is not None:
             check_int_at_least("probe_epochs", self.probe_epochs, 1)
+        check_placement(self.two_stage, self.probe_strategy, self.placement, self.recommend)
 
     @property
-    def placement(self) -> Strategy:
-        """The probe sampler."""
+    def probe_strategy(self) -> Strategy:
+        """The probe sampler of the strategy path (``placement`` is ``None``)."""
         assert not isinstance(self.strategy, str)  # resolved in __post_init__
         return self.strategy
+
+    @property
+    def placement_name(self) -> str:
+        """Who places the probes: the placement's name (``gp-log-nei``, ...), else the strategy's."""
+        if self.placement is not None:
+            return self.placement.name
+        return str(_strategy_dict(self.probe_strategy)["name"])
 
     def label(self) -> str:
         """The two-stage label, with the placement when it is not uniform and the probe epochs when fixed."""
         label = self.two_stage.label()
-        if not isinstance(self.placement, Uniform):
-            label += f" (probes placed by {_strategy_dict(self.placement)['name']})"
+        if self.placement is not None or not isinstance(self.probe_strategy, Uniform):
+            label += f" (probes placed by {self.placement_name})"
+        if self.recommend != "best-probe":
+            label += f" (committed by {self.recommend})"
         if self.probe_epochs is not None:
             label += f", {self.probe_epochs}-epoch probes"
         return label
@@ -285,15 +308,18 @@ class TwoStageSearch:
     def describe(self) -> dict[str, Any]:
         """JSON-ready and exact: :meth:`from_dict` re-creates this value (``summary``: ``TwoStage.describe()``)."""
         return {"kind": self.kind, "label": self.label(), "two_stage": _two_stage_dict(self.two_stage),
-                "strategy": _strategy_dict(self.placement), "probe_epochs": self.probe_epochs,
-                "summary": self.two_stage.describe()}
+                "strategy": _strategy_dict(self.probe_strategy), "probe_epochs": self.probe_epochs,
+                "placement": None if self.placement is None else self.placement.describe(),
+                "recommend": self.recommend, "summary": self.two_stage.describe()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TwoStageSearch:
-        """The value :meth:`describe` wrote."""
-        epochs = data.get("probe_epochs")
+        """The value :meth:`describe` wrote (``placement`` and ``recommend`` default to today's when absent)."""
+        epochs, placement = data.get("probe_epochs"), data.get("placement")
         return cls(_two_stage_from_dict(data["two_stage"]), _strategy_from_dict(data["strategy"]),
-                   None if epochs is None else int(epochs))
+                   None if epochs is None else int(epochs),
+                   None if placement is None else ProbePlacement(**placement),
+                   str(data.get("recommend", "best-probe")))
 
 
 @dataclass(frozen=True)

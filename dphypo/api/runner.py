@@ -81,6 +81,30 @@ def tune(
     Raises:
         TypeError: ``strategy``/``runs`` with a ``design``, or a design of an unknown type.
         ValueError: Arguments the design's runner refuses, or no default design runs at ``epsilon`` (one line).
+
+    Example:
+        A logistic regression on 1,000 synthetic points, a uniform single-stage search over four learning rates at
+        total ε = 4, the design given as a value:
+
+        >>> import torch
+        >>> from torch import nn
+        >>> from dphypo import DPSGD, LogFloat, SearchSpace, SingleStage, Uniform, tune
+        >>> x, y = torch.randn(1000, 4, generator=torch.Generator().manual_seed(0)), torch.zeros(1000).long()
+        >>> def objective(params, run):
+        ...     model = nn.Linear(4, 2)
+        ...     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=50)
+        ...     optimizer = torch.optim.SGD(model.parameters(), lr=params["lr"])
+        ...     model, optimizer, loader = run.make_private(model, optimizer, loader, max_grad_norm=1.0)
+        ...     for xb, yb in loader:
+        ...         optimizer.zero_grad()
+        ...         nn.functional.cross_entropy(model(xb), yb).backward()
+        ...         optimizer.step()
+        ...     return run.private_score(int((model(x[:300]).argmax(1) == y[:300]).sum()))  # a stand-in validation
+        >>> space = SearchSpace({"lr": LogFloat(1e-3, 1.0, 4)})
+        >>> training = DPSGD(batch_size=50, epochs=1, n_train=1000, n_val=300, score_noise=5.0)
+        >>> result = tune(objective, space, training, design=SingleStage(strategy=Uniform()), epsilon=4.0, seed=1)
+        >>> result.release.epsilon <= 4.0, result.release.params["lr"] in space.axes["lr"].values
+        (True, True)
     """
     run_options = resolve_options("tune", options, option_fields)
     if design is None and not takes_the_default_design(space, epsilon, sigma, strategy, runs):
@@ -142,5 +166,5 @@ def run_design(
         raise ValueError("a two-stage design calibrates two noise multipliers from epsilon: give epsilon, or call "
                          "dphypo.tune_two_stage(..., sigmas=(probe sigma, final sigma))")
     return tune_two_stage(objective, space, training, design.two_stage, probe_epochs=design.probe_epochs,
-                          epsilon=epsilon, delta=delta, strategy=design.placement, max_lost=max_lost,
-                          options=options)
+                          epsilon=epsilon, delta=delta, strategy=design.probe_strategy, max_lost=max_lost,
+                          placement=design.placement, recommend=design.recommend, options=options)

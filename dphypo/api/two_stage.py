@@ -7,12 +7,16 @@ final run's epochs), how stage 1 releases its outcome, ``k`` and the budget spli
 1. **stage 1** trains the probes with DP-SGD at the probe fidelity and probe σ, each with its noisy validation
    score: a :class:`~dphypo.privacy.two_stage.ProbeRelease` trains a fixed number n of probes and releases every
    probe's (hyperparameters, noisy score), so where a probe is placed may depend on the earlier scores (the
-   ``strategy``: uniform draws from the prior, or GP-UCB, post-processing of released outputs); a
+   ``strategy``: uniform draws from the prior, or GP-UCB, post-processing of released outputs; or a ``placement``,
+   :class:`~dphypo.strategies.gp.placement.ProbePlacement`: batches placed by BoTorch acquisitions on the GP of the
+   released probes, the simulator's :func:`~dphypo.strategies.gp.placement.place_probes`); a
    :class:`~dphypo.privacy.two_stage.ProbeSelection` is a private selection (random T, densities in S_{C,c}) that
    releases its best probe only;
 2. **stage 2** trains the stage-1 winner once at full fidelity and the final σ
    (:class:`~dphypo.privacy.two_stage.FinalRun`), or runs a uniform private selection with random T′ over the
    stage-1 top k (:class:`~dphypo.privacy.two_stage.FinalSelection`), and releases that model with its noisy score.
+   The winner (or top k) is chosen from stage 1's release alone by the ``recommend`` rule
+   (:func:`~dphypo.strategies.recommend.recommend`: the best probe, today's, or the GP's posterior mean, ...).
 
 The release is the final model, its hyperparameters and noisy score, **and everything stage 1 released** (shown in
 :attr:`TwoStageOutcome.probes`), with the total (ε, δ) of :func:`~dphypo.privacy.two_stage.account_two_stage`:
@@ -86,8 +90,11 @@ from dphypo.search.storage.base import mismatch
 from dphypo.search.storage.describe import describe
 from dphypo.search.tuner import Release, SearchHistory, SearchResult, _objective_description, release_payload
 from dphypo.space import SearchSpace
-from dphypo.strategies import Strategy
+from dphypo.strategies import Strategy, Uniform
 from dphypo.strategies.base import Direction
+from dphypo.strategies.gp.placement import ProbePlacement, place_probes
+from dphypo.strategies.recommend import RECOMMENDATIONS, Recommendation, recommend
+from dphypo.strategies.released import released_probes
 from dphypo.train.mechanism import check_probe_fidelity
 from dphypo.train.objective import check_dpsgd_space
 from dphypo.train.recipe import DPSGD
@@ -101,6 +108,7 @@ __all__ = [
     "TwoStageOutcome",
     "TwoStageSearchResult",
     "charged_mechanisms",
+    "check_placement",
     "default_probe_epochs",
     "tune_two_stage",
     "two_stage_mechanisms",
@@ -111,10 +119,13 @@ __all__ = [
 #: designs with cheap probes"): 20 released probes, one committed run, half the budget each.
 DEFAULT_TWO_STAGE = TwoStage(ProbeRelease(20), FinalRun(), split=0.5)
 
-# Entropy tags separating the stages' streams (SeedSequence([entropy, tag]) has its own entropy pool).
-_PROBE_TAG, _FINAL_TAG = 0x9B0BE5, 0xF17A15
+# Entropy tags separating the stages' streams (SeedSequence([entropy, tag]) has its own entropy pool); _PLACE_TAG:
+# the post-processing of stage 1's release (probe placement and the recommendation).
+_PROBE_TAG, _FINAL_TAG, _PLACE_TAG = 0x9B0BE5, 0xF17A15, 0x91ACE5
 # Streams within a stage (spawn keys): its run count, its candidate draws, its strategy, its per-run seeds.
 _COUNT, _SAMPLING, _STRATEGY, _RUNS = range(4)
+# Streams of _PLACE_TAG (spawn keys): the placement's generator, the recommendation's fit seed.
+_PLACEMENT, _RECOMMEND = range(2)
 
 
 def default_probe_epochs(epochs: int) -> int:
@@ -151,6 +162,10 @@ class TwoStageOutcome:
         report: The accounting (total ε, each stage's ε and theorem, every valid bound).
         final_failed: The released final run failed on the data (no model; not retried).
         max_lost: Lost attempts each stage was charged for up front (in ``report``).
+        placement: Who placed the probes (JSON-ready): ``{"via": "strategy", "name": ...}`` (the search core's
+            strategy) or ``{"via": "place_probes", "name": "gp-log-nei", ...configuration}``.
+        recommendation: The rule that chose the finalists (JSON-ready): ``{"rule": ..., "fell_back": bool}``
+            (``fell_back``: a GP rule had no usable fit and the best probe was committed).
     """
 
     design: TwoStage
@@ -161,6 +176,9 @@ class TwoStageOutcome:
     report: TwoStageReport
     final_failed: bool = False
     max_lost: int = 0
+    placement: dict[str, Any] = dataclasses.field(default_factory=lambda: {"via": "strategy", "name": "uniform"})
+    recommendation: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"rule": "best-probe", "fell_back": False})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary: enough to recompute the total ε (both mechanisms and the design)."""
@@ -174,7 +192,8 @@ class TwoStageOutcome:
             "final_mechanism": mechanism(self.final_mechanism),
             "released_probes": [{"params": p.params, "score": p.score} for p in self.probes],
             "finalists": list(self.finalists), "accounting": self.report.to_dict(), "final_failed": self.final_failed,
-            "max_lost_per_stage": self.max_lost,
+            "max_lost_per_stage": self.max_lost, "placement": dict(self.placement),
+            "recommendation": dict(self.recommendation),
         }
 
 
@@ -381,6 +400,8 @@ def tune_two_stage(
     sigmas: tuple[float, float] | None = None,
     delta: float = 1e-5,
     strategy: Strategy | str | None = None,
+    placement: ProbePlacement | None = None,
+    recommend: str = "best-probe",
     max_lost: int = 0,
     objective_id: Any = None,
     options: SearchOptions | None = None,
@@ -388,7 +409,8 @@ def tune_two_stage(
 ) -> TwoStageSearchResult:
     """Probe cheaply, commit once: a two-stage private search released with one total (ε, δ) (module docstring).
 
-    The runner of ``dphypo.tune(..., design=dphypo.TwoStageSearch(design, strategy, probe_epochs))``.
+    The runner of ``dphypo.tune(..., design=dphypo.TwoStageSearch(design, strategy, probe_epochs, placement,
+    recommend))``.
 
     Args:
         objective: As for :func:`~dphypo.api.tune` (it trains through ``run.make_private`` under the mechanism the
@@ -404,6 +426,14 @@ def tune_two_stage(
         strategy: Where probes are placed: ``"uniform"`` (default, draws from the prior) or ``"gp"`` / a
             :class:`~dphypo.strategies.Strategy`. A probe selection must use a strategy with its search's C and c;
             released probes accept any (their accounting, composition, does not depend on the placement).
+        placement: ``None`` (default: ``strategy`` places the probes through the search core), or a
+            :class:`~dphypo.strategies.gp.placement.ProbePlacement`: released probes placed batch by batch by
+            :func:`~dphypo.strategies.gp.placement.place_probes` (the simulator's implementation) from the probes
+            released before them alone (:func:`~dphypo.strategies.released.released_probes`) and a secret stream of
+            the search's entropy; a journaled resume places the same probes. Released probes only.
+        recommend: The rule choosing the finalists from stage 1's release
+            (:func:`~dphypo.strategies.recommend.recommend`: ``"best-probe"`` (default), ``"gp-mean"``,
+            ``"gp-mean-grid"``, ``"gp-near-best"``; a GP rule needs released probes); stated with the release.
         max_lost: Attempts *each stage* may lose to a dead worker or process (kill -9) and still release; charged
             up front as ``max_lost`` more probe runs and ``max_lost`` more final runs, composed into the total ε
             (and into the calibrated σ) whether or not they are used. One more loss in a stage stops the search
@@ -441,13 +471,15 @@ def tune_two_stage(
                          "epochs axes needs dphypo.tune")
     check_non_negative_int("max_lost", max_lost)
     chosen = _probe_strategy(strategy, design)
+    check_placement(design, chosen, placement, recommend)
+    rule = Recommendation(recommend)
     for stage, name in ((design.stage1, "probes"), (design.stage2, "final_mean")):  # T drawable in bounded time
         if isinstance(stage, (ProbeSelection, FinalSelection)):
             check_expected_runs(stage.search.run_count, name)
     epochs = default_probe_epochs(training.epochs) if probe_epochs is None else probe_epochs
     path = None if run_options.journal is None else check_output_file(run_options.journal, "journal")
     seal = _Seal(design, space, chosen, epochs, epsilon, sigmas, delta, max_lost, run_options.direction,
-                 _objective_description(objective) if objective_id is None else objective_id)
+                 _objective_description(objective) if objective_id is None else objective_id, placement, rule)
     sealed = _peek(path)
     if sealed is None:
         probe, final, report = charged_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon,
@@ -462,7 +494,8 @@ def tune_two_stage(
             cleanup.callback(executor.close)
         stage_options = dataclasses.replace(run_options, executor=executor)
         sizing = DPSGD(batch_size=probe.batch_size, epochs=probe.epochs, n_train=probe.n_train)
-        probe_options, _ = pass_options(objective, stage_options, chosen.c < chosen.C, sizing, max_lost)
+        adaptive = chosen.c < chosen.C or (placement is not None and placement.strategy != "uniform")
+        probe_options, _ = pass_options(objective, stage_options, adaptive, sizing, max_lost)
         runs_per_update = probe_options.runs_per_update or executor.workers
         journal = MemoryJournal() if path is None else SQLiteJournal.open(path)
         cleanup.callback(journal.close)
@@ -474,14 +507,21 @@ def tune_two_stage(
         if resumed:  # attempts a dead process left in flight are charged (each stage against its max_lost)
             for recorder in recorders:
                 recorder.resume()
-        probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, probe_options, recorders[0],
-                              runs_per_update)
+        if placement is None:
+            probes = _probe_stage(objective, space, chosen, probe, probe_count, entropy, probe_options,
+                                  recorders[0], runs_per_update)
+        else:
+            probes = _placed_probe_stage(objective, space, placement, probe, probe_count, entropy, probe_options,
+                                         recorders[0])
         released = _released_probes(design, probes, run_options.direction)
-        finalists = _finalists(released, space, design.stage1.top_k, run_options.direction)
+        finalists, fell_back = _recommended(rule, released, space, design.stage1.top_k, run_options.direction,
+                                            entropy)
         finals = _final_stage(objective, space, finalists, final, final_count, entropy, stage_options, recorders[1],
                               completed=len(probes.trials))
         result = _two_stage_result(design, space, (probe, final), report, (probes, finals), (released, finalists),
-                                   entropy, run_options.direction, max_lost=max_lost)
+                                   entropy, run_options.direction, max_lost=max_lost,
+                                   post=(_placement_description(chosen, placement),
+                                         {**rule.describe(), "fell_back": fell_back}))
         journal.write_release(two_stage_release_payload(result))
     return result
 
@@ -543,11 +583,22 @@ class _Seal:
     max_lost: int
     direction: Direction
     objective: Any
+    placement: ProbePlacement | None
+    rule: Recommendation
 
     def config(self, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism] | None, runs_per_update: int | None,
                seed: int, counts: tuple[int, int]) -> dict[str, Any]:
-        """The sealed configuration (JSON-ready): the design, both mechanisms, the seed and both drawn counts."""
-        return describe({
+        """The sealed configuration (JSON-ready): the design, both mechanisms, the seed and both drawn counts.
+
+        A placement and a rule other than today's (``None``, best-probe) are sealed too (absent otherwise, so a
+        journal of today's design resumes as before).
+        """
+        extra: dict[str, Any] = {}
+        if self.placement is not None:
+            extra["placement"] = self.placement.describe()
+        if self.rule.rule != "best-probe":
+            extra["recommend"] = self.rule.describe()
+        return describe({**extra,
             "search": "two-stage", "design": self.design, "probe_epochs": self.probe_epochs,
             "epsilon": self.epsilon, "sigmas": self.sigmas, "delta": self.delta, "max_lost": self.max_lost,
             "probe_mechanism": None if mechanisms is None else mechanisms[0],
@@ -592,6 +643,35 @@ class _Seal:
         entropy = int(sealed.config["seed"])
         journal.verify(self.config(mechanisms, runs_per_update, entropy, counts))
         return entropy, counts, True
+
+
+def check_placement(two_stage: TwoStage, strategy: Strategy, placement: ProbePlacement | None, recommend: str) -> None:
+    """Refuse, in one line, a placement or recommendation the design cannot run (before any data is read).
+
+    A placement reads every released probe, so it needs released probes: a probe selection's densities must be
+    its strategy's projection onto the S_{C,c} it is accounted with (privacy rule 3). A GP rule reads every released
+    probe too (a selection releases one). A placement replaces the strategy, which must then be the uniform one.
+
+    Raises:
+        TwoStageDesignError: One of the above.
+        TypeError: ``placement`` is not a ProbePlacement.
+        ValueError: An unknown rule.
+    """
+    if placement is not None and not isinstance(placement, ProbePlacement):
+        raise TypeError(f"placement must be None or a dphypo.strategies.gp.placement.ProbePlacement, got "
+                        f"{placement!r}")
+    if recommend not in RECOMMENDATIONS:
+        raise ValueError(f"recommend must be one of {', '.join(RECOMMENDATIONS)}, got {recommend!r}")
+    selection = isinstance(two_stage.stage1, ProbeSelection)
+    if selection and placement is not None:
+        raise TwoStageDesignError("a probe placement needs released probes: a probe selection's densities must be "
+                                  "projected onto its S_{C,c} (privacy rule 3), so it takes a strategy only")
+    if selection and recommend != "best-probe":
+        raise TwoStageDesignError(f"the {recommend} recommendation reads every released probe, but a probe "
+                                  "selection releases its best probe only: use best-probe or released probes")
+    if placement is not None and not isinstance(strategy, Uniform):
+        raise TwoStageDesignError("a probe placement replaces the strategy: give one of them (the strategy must be "
+                                  "uniform when a placement is given)")
 
 
 def _probe_strategy(strategy: Strategy | str | None, design: TwoStage) -> Strategy:
@@ -656,25 +736,62 @@ def _probe_stage(objective: Objective, space: SearchSpace, strategy: Strategy, p
                   recorder.lost_attempts)
 
 
-def _finalists(released: tuple[ReleasedProbe, ...], space: SearchSpace, top_k: int, direction: Direction
-               ) -> tuple[int, ...]:
-    """Grid indices of the stage-1 top k (distinct, best first), computed from stage 1's release alone.
+def _placed_probe_stage(objective: Objective, space: SearchSpace, placement: ProbePlacement, probe: DPSGDMechanism,
+                        count: int, entropy: int, options: SearchOptions, recorder: Recorder) -> _Stage:
+    """Stage 1 of released probes placed by ``placement``: :func:`~dphypo.strategies.gp.placement.place_probes`.
 
-    Stage 2 is then post-processing of what stage 1 released (the composition theorem's condition): a selection
-    hands over its released best probe, released probes their k best distinct points (ties: the earlier probe).
-    When stage 1 released no successful probe (T = 0, or every probe failed) the prior's mode, a data-independent
-    default (as :func:`~dphypo.api.tune_subsampled` does), is the one finalist.
+    The simulator's loop (one search, B = 1): each batch is placed from the probes released before it alone (their
+    grid points and released noisy scores, :class:`~dphypo.strategies.released.ReleasedProbes`; a failed probe is
+    released as failed) and from a secret stream of the search's entropy (``_PLACE_TAG``), then trained; so a
+    journaled resume, replaying the same released values, places the same probes (a diverging replay is refused by
+    the journal). Per-run seeds are the probe stage's, as on the strategy path. With ``max_lost`` charged, a batch
+    trains in sub-batches of at most ``max_lost`` runs (a kill loses at most that many).
     """
-    sign = -1.0 if direction == "maximize" else 1.0
-    ranked = sorted((p for p in released if p.score is not None), key=lambda p: sign * (p.score or 0.0))  # stable
-    top: list[int] = []
-    for probe in ranked:
-        index = space.index(probe.params)
-        if index not in top:
-            top.append(index)
-        if len(top) == top_k:
-            break
-    return tuple(top) if top else (int(np.argmax(space.prior)),)
+    executor = options.executor
+    assert isinstance(executor, Executor)
+    rng = np.random.default_rng(_stream(entropy, _PLACE_TAG, _PLACEMENT))
+    run_seed = _run_seed(entropy, _PROBE_TAG)
+    done: dict[int, tuple[Trial, Any]] = {}
+
+    def score(indices: np.ndarray, first: int) -> np.ndarray:
+        batch = [Run(first + j, run_seed(first + j), None, int(i), probe) for j, i in enumerate(indices[0])]
+        size = recorder.max_lost if 0 < recorder.max_lost < len(batch) else max(1, len(batch))
+        for start in range(0, len(batch), size):
+            done.update(run_batch(objective, space, batch[start:start + size], executor, recorder,
+                                  options.progress, completed=first + start, pass_size=size))
+        trials = [done[run.number][0] for run in batch]
+        return np.array([[math.nan if t.failed else float(t.score) for t in trials]])
+
+    place_probes(placement, space, count, 1, score, rng, options.direction)
+    trials = tuple(done[number][0] for number in range(count))
+    return _Stage(count, trials, tuple(done[number][1] for number in range(count)),
+                  lost_attempts=recorder.lost_attempts)
+
+
+def _recommended(rule: Recommendation, released: tuple[ReleasedProbe, ...], space: SearchSpace, top_k: int,
+                 direction: Direction, entropy: int) -> tuple[tuple[int, ...], bool]:
+    """Grid indices of the finalists (distinct, best first) and whether a GP rule fell back to the best probe.
+
+    :func:`~dphypo.strategies.recommend.recommend` on stage 1's release alone (the simulator's implementation), so
+    stage 2 is post-processing of what stage 1 released (the composition theorem's condition).
+    ``"best-probe"``: the k best distinct released points (ties: the earlier probe); a GP rule: the posterior mean's
+    (or near-best probability's) ranking, its fit seeded from a secret stream of the search's entropy. When stage 1
+    released no successful probe (T = 0, or every probe failed) the prior's mode, a data-independent default (as
+    :func:`~dphypo.api.tune_subsampled` does), is the one finalist.
+    """
+    seed = int(_stream(entropy, _PLACE_TAG, _RECOMMEND).generate_state(1)[0])
+    chosen = recommend(rule, space, released_probes(released, space), direction, seed=seed, top_k=top_k)
+    available = int(chosen.available[0])
+    return tuple(int(i) for i in chosen.indices[0, :max(1, available)]), bool(chosen.fallback[0])
+
+
+def _placement_description(strategy: Strategy, placement: ProbePlacement | None) -> dict[str, Any]:
+    """Who placed the probes, JSON-ready (stated with the release)."""
+    if placement is None:  # the search core's strategy: a GP strategy is DP-HyPO's (softmax projected onto S_{C,c})
+        name = str(getattr(strategy, "name", type(strategy).__name__))
+        return {"via": "strategy", "name": name if isinstance(strategy, Uniform) else
+                f"{name} strategy (C={strategy.C:g}, c={strategy.c:g})"}
+    return {"via": "place_probes", "name": placement.name, **placement.describe()}
 
 
 def _final_stage(objective: Objective, space: SearchSpace, finalists: tuple[int, ...], final: DPSGDMechanism,
@@ -721,6 +838,7 @@ def _two_stage_result(
     design: TwoStage, space: SearchSpace, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism], report: TwoStageReport,
     stages: tuple[_Stage, _Stage], handed_over: tuple[tuple[ReleasedProbe, ...], tuple[int, ...]], entropy: int,
     direction: Direction, *, max_lost: int = 0,
+    post: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> TwoStageSearchResult:
     """The release (the best final run, the total ε), the publishable outcome and the curator-only histories."""
     (probe, final), (probes, finals), (released, finalists) = mechanisms, stages, handed_over
@@ -734,6 +852,7 @@ def _two_stage_result(
         epsilon=report.epsilon, delta=report.delta, privacy=report, mechanism=final,
     )
     outcome = TwoStageOutcome(design, probe, final, released, tuple(space.params(i) for i in finalists), report,
-                              final_failed=failed, max_lost=max_lost)
+                              final_failed=failed, max_lost=max_lost,
+                              **({} if post is None else {"placement": post[0], "recommendation": post[1]}))
     return TwoStageSearchResult(release, _history(probes, entropy, direction), _history(finals, entropy, direction),
                                 outcome)

@@ -64,7 +64,9 @@ def tune_command(
     clip_grid: ClipGridOpt = None,
     strategy: Annotated[str, typer.Option(
         "--strategy", help="uniform (default) or gp (GP-UCB). Alone, gp selects a single-stage DP-HyPO search; with "
-        "a two-stage option (--probes, ...) or --design two-stage it places the probes by GP-UCB.")] = "uniform",
+        "a two-stage option (--probes, ...) or --design two-stage it places the probes by GP-UCB (unchanged: "
+        "DP-HyPO's softmax projected onto S_{C,c}; --probe-placement gp-ucb is BoTorch's qUCB instead).")
+    ] = "uniform",
     runs: Annotated[str, typer.Option("--runs", help="negbin, geometric, logarithmic or poisson.")] = "geometric",
     theta: Annotated[float | None, typer.Option("--theta", help="θ of negbin runs.")] = None,
     gamma: Annotated[float | None, typer.Option("--gamma", help="γ of the TNB family.")] = None,
@@ -191,6 +193,18 @@ def tune_command(
     split: SplitOpt = 0.5,
     top_k: TopKOpt = 1,
     final_mean: FinalMeanOpt = None,
+    probe_placement: Annotated[
+        str | None, typer.Option("--probe-placement", help="Two-stage, released probes: uniform (default: draws "
+                                 "from the prior), gp-ucb or gp-log-nei (batches placed by BoTorch's qUCB or "
+                                 "qLogNoisyExpectedImprovement on the GP fitted to the released probes; free: "
+                                 "post-processing). Replaces --strategy gp.")
+    ] = None,
+    recommend: Annotated[
+        str | None, typer.Option("--recommend", help="Two-stage, released probes: the committed point is the "
+                                 "best-probe (default), or the GP's posterior-mean argmax among the probes "
+                                 "(gp-mean) or over the grid (gp-mean-grid), or gp-near-best. The release names "
+                                 "the rule.")
+    ] = None,
 ) -> None:
     """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 

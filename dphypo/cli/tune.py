@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from dphypo.search.tuner import Release, SearchHistory, SearchResult
     from dphypo.space import SearchSpace
     from dphypo.strategies import Strategy
+    from dphypo.strategies.gp.placement import ProbePlacement
     from dphypo.train import DPSGD, DPSGDObjective, Splits
     from dphypo.train.mechanism import DPSGDMechanism
 
@@ -60,6 +61,8 @@ DEFAULT_MEAN_RUNS = 20.0
 DESIGNS = ("auto", "single", "two-stage")
 #: Released probes of the default two-stage design (:data:`dphypo.api.DEFAULT_TWO_STAGE`).
 DEFAULT_PROBES = 20
+#: ``--probe-placement``: today's uniform draws (the default), or a BoTorch acquisition on the released probes' GP.
+PROBE_PLACEMENTS = ("uniform", "gp-ucb", "gp-log-nei")
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,15 @@ class TuneArgs:
     epochs_grid: str | None = None
     dry_run: bool = False
     design: str = "auto"
+    design_from: str | None = None
     probes: float | None = None
     probe_mode: str = "release"
     probe_epochs: int | None = None
     split: float = 0.5
     top_k: int = 1
     final_mean: float | None = None
-    design_from: str | None = None
+    probe_placement: str | None = None
+    recommend: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +281,8 @@ def with_design(request: TuneRequest, loaded: Design | None = None) -> TuneReque
         design, reason = auto_design(training, request.epsilon, args.delta, max_lost=args.max_lost,
                                      two_stage_only=args.design == "two-stage")
     elif request.two_stage is not None:
-        design = TwoStageSearch(request.two_stage, request.strategy, args.probe_epochs)
+        placement, rule = probe_placement(args)
+        design = TwoStageSearch(request.two_stage, request.strategy, args.probe_epochs, placement, rule)
         reason = (f"the two-stage options given ({', '.join(_two_stage_options(args))})" if args.design == "auto"
                   else "--design two-stage")
     elif args.tune_fraction is not None:
@@ -295,7 +301,7 @@ def with_design(request: TuneRequest, loaded: Design | None = None) -> TuneReque
             raise TwoStageDesignError(f"the design's probe epochs ({epochs}) must be at most --epochs "
                                       f"({training.epochs}): a probe fidelity above the final one buys nothing")
         return dataclasses.replace(request, two_stage=design.two_stage, probe_epochs=epochs,
-                                   strategy=design.placement, design=design, design_reason=reason)
+                                   strategy=design.probe_strategy, design=design, design_reason=reason)
     runs = design.runs
     if isinstance(design, Subsampled) and args.tune_fraction is None:  # from a file: the search _search runs
         request = dataclasses.replace(request, args=dataclasses.replace(args, tune_fraction=design.fraction,
@@ -358,9 +364,39 @@ def _two_stage_options(args: TuneArgs) -> list[str]:
     given = {
         "--probes": args.probes is not None, "--probe-mode": args.probe_mode != "release",
         "--probe-epochs": args.probe_epochs is not None, "--split": args.split != 0.5, "--top-k": args.top_k != 1,
-        "--final-mean": args.final_mean is not None,
+        "--final-mean": args.final_mean is not None, "--probe-placement": args.probe_placement is not None,
+        "--recommend": args.recommend is not None,
     }
     return [option for option, present in given.items() if present]
+
+
+def probe_placement(args: TuneArgs) -> tuple[ProbePlacement | None, str]:
+    """``--probe-placement`` and ``--recommend`` as a design's ``placement`` and ``recommend`` (no data read).
+
+    ``uniform`` (the default) is today's placement (``None``: the strategy places the probes); ``gp-ucb`` and
+    ``gp-log-nei`` are :class:`~dphypo.strategies.gp.placement.ProbePlacement` with that BoTorch acquisition.
+
+    Raises:
+        ValueError: An unknown name, a GP placement with ``--strategy gp`` (both place the probes), or either
+            option with ``--probe-mode select`` (a selection releases its best probe only), in one line.
+    """
+    from dphypo.strategies.gp.placement import ProbePlacement
+    from dphypo.strategies.recommend import RECOMMENDATIONS
+
+    name = args.probe_placement or "uniform"
+    rule = args.recommend or "best-probe"
+    if name not in PROBE_PLACEMENTS:
+        raise ValueError(f"--probe-placement must be one of {', '.join(PROBE_PLACEMENTS)}, got {name!r}")
+    if rule not in RECOMMENDATIONS:
+        raise ValueError(f"--recommend must be one of {', '.join(RECOMMENDATIONS)}, got {rule!r}")
+    if name != "uniform" and args.strategy != "uniform":
+        raise ValueError(f"--probe-placement {name} places the probes: drop --strategy {args.strategy}")
+    if args.probe_mode == "select" and (name != "uniform" or rule != "best-probe"):
+        given = "--probe-placement" if name != "uniform" else "--recommend"
+        raise ValueError(f"{given} reads every released probe: it needs --probe-mode release (a probe selection "
+                         "releases its best probe only, its densities projected onto S_{C,c})")
+    placement = None if name == "uniform" else ProbePlacement("gp", name.removeprefix("gp-"))
+    return placement, rule
 
 
 def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
@@ -392,6 +428,7 @@ def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
     if single:
         raise ValueError(f"--design two-stage does not take {', '.join(single)} (options of a single-stage search): "
                          "drop them, or use --design single")
+    probe_placement(args)  # refused here, before any data is read
     probes = float(DEFAULT_PROBES) if args.probes is None else args.probes
     if args.strategy == "uniform":
         C, c = 1.0, 1.0
@@ -583,10 +620,14 @@ def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
     args = request.args
     if request.two_stage is not None:
         from dphypo.api import tune_two_stage
+        from dphypo.api.design import TwoStageSearch
 
+        design = request.design if isinstance(request.design, TwoStageSearch) else None
         return tune_two_stage(request.objective, request.space, request.training, request.two_stage,
                               probe_epochs=request.probe_epochs, epsilon=request.epsilon, delta=args.delta,
-                              strategy=request.strategy, max_lost=args.max_lost, options=options)
+                              strategy=request.strategy, max_lost=args.max_lost, options=options,
+                              placement=None if design is None else design.placement,
+                              recommend="best-probe" if design is None else design.recommend)
     common: _SearchArguments = {
         "epsilon": request.epsilon, "sigma": args.sigma, "delta": args.delta, "runs": request.runs,
         "strategy": request.strategy, "max_lost": args.max_lost, "options": options,
@@ -626,6 +667,8 @@ def release_payload(request: TuneRequest, result: SearchResult, saved: SavedMode
         payload["subsampled"] = result.subsampling.to_dict()
     if isinstance(result, TwoStageSearchResult) and result.two_stage is not None:
         payload["two_stage"] = result.two_stage.to_dict()  # stage 1's release is part of the release
+        payload["probe_placement"] = result.two_stage.placement["name"]
+        payload["recommend"] = result.two_stage.recommendation["rule"]
     payload.update(_design_payload(request))
     if args.show_trials:  # the search's wall time reveals T roughly: curator-only, like T itself
         payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(seconds, 1)}
@@ -733,6 +776,10 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
         "  released by stage 1": f"{len(outcome.probes)} probe(s) with their noisy scores (in release.json)"
         + ("" if best is None else f"; best {best.score:.4f} at lr {best.params['lr']:.4g}, clip "
            f"{best.params['clip']:.4g}"),
+        "  probes placed by": _placement_text(outcome.placement),
+        "  committed point chosen by": outcome.recommendation["rule"]
+        + (" (no usable GP fit: fell back to the best probe)" if outcome.recommendation.get("fell_back") else "")
+        + " (post-processing of stage 1's release)",
         "stage 2 (final)": f"σ {final.sigma:.4g}, {final.epochs} epochs, q {final.sample_rate:.4g}, {final.steps} "
                            f"steps; ε alone {report.stage2_epsilon:.4g} ({report.stage2_theorem})",
         "saved model": str(saved.path) if saved.path else "- (the final run failed on the data)",
@@ -740,6 +787,14 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
     for key, value in rows.items():
         table.add_row(key, value)
     return table
+
+
+def _placement_text(placement: dict[str, Any]) -> str:
+    """Who placed the probes, for the release table."""
+    if placement.get("via") == "place_probes" and placement.get("strategy") == "gp":
+        return (f"{placement['name']} (BoTorch acquisition on the GP of the released probes, batches of "
+                f"{placement['batch']} after {placement['start']} space-filling probes)")
+    return f"{placement['name']} (post-processing of the released probes)"
 
 
 def _candidate_rows(release: Release) -> dict[str, str]:

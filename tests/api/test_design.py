@@ -12,8 +12,9 @@ from dphypo import DPSGD, GPUCB, LogFloat, SearchSpace, SingleStage, Subsampled,
 from dphypo.api import design_from_dict
 from dphypo.api.design import auto_candidates, auto_design, score_release_floor
 from dphypo.privacy import Poisson, RepeatAndSelect, geometric, logarithmic
-from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection
+from dphypo.privacy.two_stage import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, TwoStageDesignError
 from dphypo.strategies import GPTopSet
+from dphypo.strategies.gp.placement import ProbePlacement
 from dphypo.train.data import split_sizes
 
 
@@ -34,6 +35,9 @@ DESIGNS = [
     TwoStageSearch(TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 50), 1.5, 2 / 3)), FinalRun(), 0.7),
                    GPUCB(C=1.5, c=2 / 3, beta=2.0)),
     Subsampled(0.25, 2, GPUCB(C=1.25, c=0.8), geometric(0.1)),
+    TwoStageSearch(TwoStage(ProbeRelease(12, top_k=2), FinalSelection(RepeatAndSelect(geometric(1 / 3)))),
+                   placement=ProbePlacement("gp", "ucb", batch=3, start=4, uniform_share=0.0), recommend="gp-mean"),
+    TwoStageSearch(placement=ProbePlacement("uniform"), recommend="gp-near-best"),
 ]
 
 
@@ -42,6 +46,32 @@ def test_a_described_design_is_recreated_exactly_from_its_json(design) -> None:
     written = json.loads(json.dumps(design.describe()))
     assert design_from_dict(written) == design
     assert written["kind"] == design.kind and written["label"] == design.label()
+
+
+def test_a_two_stage_design_names_its_placement_and_rule_and_older_files_read_as_todays() -> None:
+    design = TwoStageSearch(placement=ProbePlacement("gp", "log-nei"), recommend="gp-mean-grid")
+    written = json.loads(json.dumps(design.describe()))
+    assert written["placement"]["acquisition"] == "log-nei" and written["recommend"] == "gp-mean-grid"
+    assert "probes placed by gp-log-nei" in design.label() and "committed by gp-mean-grid" in design.label()
+    today = {k: v for k, v in TwoStageSearch().describe().items() if k not in ("placement", "recommend")}
+    assert design_from_dict(today) == TwoStageSearch() and TwoStageSearch().placement is None
+    assert TwoStageSearch().label() == "release 20 probes -> 1 final run, split 0.5"  # the default is unchanged
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"placement": ProbePlacement()}, TwoStageDesignError,
+     r"a probe placement needs released probes: a probe selection's densities must be projected onto its S_\{C,c\}"),
+    ({"recommend": "gp-mean"}, TwoStageDesignError, "a probe selection releases its best probe only"),
+])
+def test_a_placement_or_a_gp_rule_for_a_probe_selection_is_refused_in_one_line(kwargs, error, match) -> None:
+    selection = TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.1))))
+    with pytest.raises(error, match=match) as raised:
+        TwoStageSearch(selection, **kwargs)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(ValueError, match="recommend must be one of best-probe, gp-mean"):
+        TwoStageSearch(recommend="gp-max")
+    with pytest.raises(TwoStageDesignError, match="a probe placement replaces the strategy"):
+        TwoStageSearch(strategy="gp", placement=ProbePlacement())
 
 
 def test_design_from_dict_reads_a_plans_pick_and_refuses_in_one_line() -> None:
@@ -132,6 +162,10 @@ def test_dphypo_tune_runs_the_clis_default_design_and_any_design_value(runners) 
     assert name == "tune_two_stage" and args == (TwoStage(ProbeRelease(5)),)
     name, _, kwargs = _called(runners, epsilon=8.0, design=TwoStageSearch(strategy="gp", probe_epochs=2))
     assert isinstance(kwargs["strategy"], GPUCB) and kwargs["probe_epochs"] == 2
+    assert kwargs["placement"] is None and kwargs["recommend"] == "best-probe"
+    placed = TwoStageSearch(placement=ProbePlacement("gp", "ucb"), recommend="gp-mean")
+    name, _, kwargs = _called(runners, epsilon=8.0, design=placed)
+    assert kwargs["placement"] == ProbePlacement("gp", "ucb") and kwargs["recommend"] == "gp-mean"
     name, _, kwargs = _called(runners, epsilon=8.0, design=SingleStage("gp", geometric(0.1)))
     assert name == "tune_single_stage" and isinstance(kwargs["strategy"], GPUCB) and kwargs["runs"] == geometric(0.1)
     name, _, kwargs = _called(runners, epsilon=8.0, design=Subsampled(0.25, 2))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dphypo import FinalRun, FinalSelection, ProbeRelease, ProbeSelection, RepeatAndSelect, TwoStage, tune_two_stage
@@ -18,6 +19,10 @@ from dphypo.privacy.two_stage import TwoStageDesignError, account_two_stage
 from dphypo.search.recording import LostAttemptsExceeded
 from dphypo.search.storage import JournalMismatch, SQLiteJournal
 from dphypo.space import Grid, IntGrid, SearchSpace
+from dphypo.strategies.gp import placement as placement_module
+from dphypo.strategies.gp.placement import ProbePlacement
+from dphypo.strategies.recommend import Recommendation, recommend
+from dphypo.strategies.released import ReleasedProbes, released_probes
 from dphypo.train import DPSGD, DPSGDObjective, load_dataset
 
 SPLITS = load_dataset("digits")
@@ -55,6 +60,9 @@ def test_released_probes_then_one_final_run_release_what_each_stage_trained_and_
     assert release.epsilon <= recomputed.epsilon + 1e-12 and release.privacy.methods["rdp"] == recomputed.epsilon
     assert release.privacy.method == min(release.privacy.methods, key=release.privacy.methods.get)
     assert result.history.run_count == 4 and result.final_history.run_count == 1  # curator-only counts
+    # today's design: the strategy places the probes, the best probe is committed, and the release says so
+    assert outcome.placement == {"via": "strategy", "name": "uniform"}
+    assert outcome.to_dict()["recommendation"] == {"rule": "best-probe", "fell_back": False}
 
 
 def test_a_secret_seed_repeats_the_release_and_fresh_entropy_does_not() -> None:
@@ -115,6 +123,12 @@ class Untouchable:
          TwoStageDesignError, "accounted with C=1, c=1"),
         ({"design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(1e-9))))}, ValueError,
          "probes must be at most 1,000,000 expected runs"),
+        ({"placement": ProbePlacement(), "design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.2))))},
+         TwoStageDesignError, "a probe placement needs released probes"),
+        ({"recommend": "gp-mean", "design": TwoStage(ProbeSelection(RepeatAndSelect(geometric(0.2))))},
+         TwoStageDesignError, "a probe selection releases its best probe only"),
+        ({"recommend": "gp-max"}, ValueError, "recommend must be one of"),
+        ({"strategy": "gp", "placement": ProbePlacement()}, TwoStageDesignError, "replaces the strategy"),
     ],
 )
 def test_bad_input_fails_in_one_line_before_any_data(kwargs, error, match, tmp_path, monkeypatch) -> None:
@@ -226,3 +240,50 @@ def test_lost_attempts_are_charged_up_front_in_both_stages() -> None:
     assert "1 charged" in report.stage1_theorem and "1 charged" in report.stage2_theorem
     uncharged = account_two_stage(p1.rdp(), f1.rdp(), selection.stage1, selection.stage2, 1e-5)
     assert uncharged.epsilon < 0.9 * report.epsilon  # the charge is paid for with noise: without it ε is lower
+
+
+# -- issue #31 items 1-2: GP placement and recommendation in tune, from released values only --------------------------
+GP_PLACEMENT = ProbePlacement("gp", "ucb", batch=2, start=2, mc_samples=32)
+
+
+def test_gp_placement_and_a_gp_rule_place_every_probe_from_released_values_and_the_release_names_them(
+        tmp_path, monkeypatch) -> None:
+    seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    original = placement_module.place_batch
+
+    def recording(placement, space, released, count, rng, direction):
+        assert type(released) is ReleasedProbes  # nothing but released (grid point, noisy score) pairs
+        placed = original(placement, space, released, count, rng, direction)
+        seen.append((released.indices.copy(), released.scores.copy(), placed.copy()))
+        return placed
+
+    monkeypatch.setattr(placement_module, "place_batch", recording)
+    design = TwoStage(ProbeRelease(6))
+    journal = tmp_path / "j.db"
+    result = tune_two_stage(DPSGDObjective("digits"), SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS,
+                            seed=5, placement=GP_PLACEMENT, recommend="gp-mean", journal=journal, objective_id="t")
+    outcome = result.two_stage
+    probes = released_probes(outcome.probes, SPACE)
+    # batches of 2, 2, 2: each placed from exactly the probes released before it (their points and noisy scores)
+    assert [len(placed[0]) for _, _, placed in seen] == [2, 2, 2]
+    for indices, scores, _ in seen:
+        assert np.array_equal(indices, probes.indices[:, :indices.shape[1]])
+        assert np.array_equal(scores, probes.scores[:, :scores.shape[1]], equal_nan=True)
+    assert np.array_equal(np.concatenate([placed for _, _, placed in seen], axis=1), probes.indices)
+    assert [t.grid_index for t in result.history.trials] == list(probes.indices[0])
+    # the committed point is the rule applied to stage 1's release, and the release names both
+    chosen = recommend(Recommendation("gp-mean"), SPACE, probes, "maximize", seed=0)
+    assert outcome.finalists == (SPACE.params(int(chosen.indices[0, 0])),) == (result.release.params,)
+    described = outcome.to_dict()
+    assert described["placement"]["name"] == "gp-ucb" and described["placement"]["via"] == "place_probes"
+    assert described["recommendation"] == {"rule": "gp-mean", "fell_back": False}
+    assert result.release.artifact is not None and math.isfinite(result.release.score)
+    # a journaled resume places the same probes: replayed from the journal, nothing trains (a diverging
+    # placement would be refused by the journal's replay check)
+    again = tune_two_stage(Untouchable(), SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS,
+                           placement=GP_PLACEMENT, recommend="gp-mean", journal=journal, objective_id="t")
+    assert again.two_stage.probes == outcome.probes and again.release.params == result.release.params
+    with pytest.raises(JournalMismatch, match="placement"):  # the placement is sealed
+        tune_two_stage(Untouchable(), SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, recommend="gp-mean",
+                       journal=journal, objective_id="t")
+

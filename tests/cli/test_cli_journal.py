@@ -112,7 +112,7 @@ def test_a_changed_resume_is_refused_before_sigma_is_calibrated(tmp_path, capsys
     def no_calibration(*args, **kwargs):
         raise AssertionError("sigma was calibrated before the seal was checked")
 
-    monkeypatch.setattr("dphypo.api.search.calibrate_sigma", no_calibration)
+    monkeypatch.setattr("dphypo.api.search.cached_calibration", no_calibration)
     assert run([*TINY_TUNE, "--out", str(tmp_path), "--journal", str(path), "--runs-per-update", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "runs_per_update" in err and "batch_size" not in err

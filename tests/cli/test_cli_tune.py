@@ -444,3 +444,61 @@ def test_help_says_which_options_select_which_design() -> None:
     assert "with a two-stage option (--probes, ...) or --design two-stage it places the probes by GP-UCB" in helps[
         "strategy"]
     assert "--strategy gp alone selects single-stage" in helps["design"] and "--design-from" not in helps["design"]
+
+
+# -- issue #31 items 1-2: GP placement and recommendation of released probes in `dphypo tune` ------------------------
+def test_tune_places_probes_by_a_gp_and_commits_the_gp_mean_and_the_release_names_both(tmp_path, capsys) -> None:
+    from dphypo.strategies.gp.placement import ProbePlacement
+
+    # TWO_STAGE's design (4 probes at ε = 6): its calibration is cached; GP batches are tested in tests/api
+    command = [*TWO_STAGE, "--probe-placement", "gp-ucb", "--recommend", "gp-mean"]
+    assert run([*command, "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "probes placed by" in text and "gp-ucb (BoTorch acquisition" in text
+    assert "committed point chosen by" in text and "gp-mean" in text
+    written = json.loads((tmp_path / "release.json").read_text())
+    assert written["probe_placement"] == "gp-ucb" and written["recommend"] == "gp-mean"
+    staged = written["two_stage"]
+    assert staged["placement"]["acquisition"] == "ucb" and staged["recommendation"]["rule"] == "gp-mean"
+    assert len(staged["released_probes"]) == 4 and written["release"]["params"] == staged["finalists"][0]
+    assert written["design_reason"] == "the two-stage options given (--probes, --probe-placement, --recommend)"
+    assert design_from_dict(written) == TwoStageSearch(TwoStage(ProbeRelease(4)), placement=ProbePlacement("gp", "ucb"),
+                                                       recommend="gp-mean")
+
+
+def test_placement_options_select_a_two_stage_design_and_keep_the_default_otherwise(tmp_path, capsys) -> None:
+    assert run(["tune", "--probe-placement", "gp-log-nei", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["design"]["kind"] == "two-stage" and payload["design"]["placement"]["acquisition"] == "log-nei"
+    design = payload["design"]
+    assert design["recommend"] == "best-probe" and "probes placed by gp-log-nei" in design["label"]
+    assert run(["tune", "--probe-placement", "uniform", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    uniform = json.loads(capsys.readouterr().out)["design"]
+    assert uniform["placement"] is None and uniform["label"] == "release 20 probes -> 1 final run, split 0.5"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--probe-placement", "gp"], "--probe-placement must be one of uniform, gp-ucb, gp-log-nei"),
+    (["--recommend", "gp-max"], "--recommend must be one of best-probe, gp-mean"),
+    (["--probe-mode", "select", "--probe-placement", "gp-ucb"], "--probe-placement reads every released probe: it "
+     "needs --probe-mode release"),
+    (["--probe-mode", "select", "--recommend", "gp-mean"], "--recommend reads every released probe"),
+    (["--strategy", "gp", "--probe-placement", "gp-ucb"], "--probe-placement gp-ucb places the probes: drop "
+     "--strategy gp"),
+    (["--recommend", "gp-mean", "--mean", "5"], "--probes, --recommend select a two-stage search but --mean"),
+])
+def test_placement_options_are_refused_in_one_line_before_any_data(extra, message, tmp_path, capsys,
+                                                                     monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("dphypo.train.load_dataset", lambda *a, **k: pytest.fail("data read before the refusal"))
+    assert run([*TWO_STAGE, *extra, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_help_says_how_strategy_gp_relates_to_the_probe_placement() -> None:
+    hints = typing.get_type_hints(tune_command, include_extras=True)
+    helps = {name: option.help for name, hint in hints.items() for option in getattr(hint, "__metadata__", ())
+             if hasattr(option, "help")}
+    assert "--probe-placement gp-ucb is BoTorch's qUCB instead" in helps["strategy"]
+    assert "gp-log-nei" in helps["probe_placement"] and "gp-mean-grid" in helps["recommend"]
