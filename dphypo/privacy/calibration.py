@@ -364,7 +364,9 @@ def refine_sigma(
     Safeguarded secant steps in log σ from ``start``: each fine evaluation narrows a bracket ``[lo, hi]`` with
     ``epsilon_at(lo) > target ≥ epsilon_at(hi)``; the next point is the secant (first step: ``slope``) root, pushed a
     quarter of the tolerance towards the side still open, so that a good guess closes the bracket in two or three
-    evaluations. An open side that a step fails to close is approached four times further each time; after
+    evaluations. Two steps in a row that fail to halve a closed bracket are followed by a bisection (a secant across
+    a jump of ε(σ), e.g. where a PLD starts to be skipped, would crawl). An open side that a step fails to close is
+    approached four times further each time; after
     ``max_steps`` the search finishes with :func:`smallest_sigma` (Brent's method) inside what is known.
 
     Args:
@@ -389,6 +391,8 @@ def refine_sigma(
     lo: float | None = None  # log σ known to exceed the target
     hi: float | None = None  # log σ known to meet it
     previous: tuple[float, float] | None = None
+    gap: float | None = None  # the bracket's width at the previous step with both sides known
+    slow = 0  # steps in a row with both sides known that did not halve the bracket
     x = min(max(math.log(start), lo_limit), hi_limit)
     misses = 0
     for _ in range(max_steps):
@@ -421,8 +425,13 @@ def refine_sigma(
         else:  # both sides known: tighten the side farther from the predicted root
             root = min(max(root, lo), hi)
             x = root + width / 4.0 if hi - root > root - lo else root - width / 4.0
-            if not lo < x < hi:
+            # Two steps in a row that did not halve the bracket (a secant across a jump, e.g. where a PLD starts to be
+            # skipped, crawls one quarter-tolerance at a time) are followed by a bisection, as in Brent's method.
+            slow = slow + 1 if gap is not None and hi - lo > 0.5 * gap else 0
+            gap = hi - lo
+            if not lo < x < hi or slow >= 2:
                 x = 0.5 * (lo + hi)
+                slow = 0
         x = min(max(x, lo_limit), hi_limit)
     # fallback: Brent's method inside what is known (the full bracket search where a side is still open)
     bounds = (math.exp(lo) if lo is not None else sigma_bounds[0], math.exp(hi) if hi is not None else sigma_bounds[1])

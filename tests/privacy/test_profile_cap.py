@@ -139,9 +139,12 @@ def test_rdp_path_handles_tiny_sigma_and_huge_steps() -> None:
 
 
 def test_calibration_with_a_huge_budget_finishes_and_meets_it() -> None:
+    # A guard against the unbounded PLD of old (MemoryError, or minutes per evaluation), not a timing: the timings are
+    # benchmarks/accountant_worst_case.py's and benchmarks/calibration.py's. ~1 min alone; two test processes share
+    # the machine's cores, so the bound leaves room.
     started = time.perf_counter()
     result = calibrate_dpsgd_sigma(1e6, 1e-5, ISSUE_Q, 2344, RepeatAndSelect(geometric(0.01)))
-    assert time.perf_counter() - started < 60.0
+    assert time.perf_counter() - started < 300.0
     assert result.report.epsilon <= 1e6
 
 

@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 
 from dphypo.privacy.dpsgd_run import dpsgd_run_rdp
-from dphypo.privacy.heterogeneous import CandidateRun, ReferenceRun, dominating_sigma, opacus_sample_rate, opacus_steps
+from dphypo.privacy.heterogeneous import (
+    SIGMA_RTOL,
+    CandidateRun,
+    ReferenceRun,
+    dominating_sigma,
+    opacus_sample_rate,
+    opacus_steps,
+    rdp_dominated,
+)
 from dphypo.simulation.family import is_heterogeneous, load_family
 from dphypo.simulation.landscapes import load_landscape
 
@@ -57,11 +65,15 @@ def test_the_stored_plan_re_derives_from_the_reference(path: Path) -> None:
         # every setting's own per-run curve (score release included) stays under the reference's at every order
         own = dpsgd_run_rdp(row["sigma"], row["sample_rate"], row["steps"], score_noise=score)
         assert np.all(own.epsilons <= ref_curve.epsilons)
-    # the profile-dominating plan is slow (tens of seconds per member): the RDP part is re-derived exactly, and the
-    # stored σ_i is never below it (profile dominance can only ask for more noise)
+    # the profile-dominating plan is slow (tens of seconds per member): the RDP part is re-derived, and the stored σ_i
+    # is dominated by the very check dominating_sigma certifies with (profile dominance can only ask for more noise).
+    # The stored σ_i came from an earlier search to SIGMA_RTOL: it is never below the smallest dominating σ*, and the
+    # re-derived σ lies in [σ*, σ*·(1 + rtol)], so the stored σ_i is at least the re-derived one over (1 + rtol).
     for row in rows:
         candidate = CandidateRun.from_batch(n_train, row["batch_size"], row["epochs"])
-        assert row["sigma"] >= dominating_sigma(candidate, reference, meta["sigma"], profiles=False)
+        assert rdp_dominated(reference.candidate_rdp(candidate, row["sigma"]), ref_curve)
+        rederived = dominating_sigma(candidate, reference, meta["sigma"], profiles=False)
+        assert row["sigma"] >= rederived / (1.0 + SIGMA_RTOL)
     assert rows[4]["sigma"] == meta["sigma"]  # batch 64 × 10 epochs is the reference
 
 
