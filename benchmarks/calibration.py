@@ -14,6 +14,25 @@ Cases: ``default`` is ``dphypo tune``'s default two-stage design on digits (ε =
 candidates on the digits family (uniform search with Poisson T of mean 20, profile bounds; GP-UCB with C = 1.5 and
 geometric T of mean 20, Theorem B); ``batch-epochs`` is the README's ``dphypo tune --batch-size-grid 32,64,128
 --epochs-grid 5,10,20 --dry-run`` calibration (σ_ref, then every setting's dominating σ_i).
+
+Times are CPU seconds of this process (``time.process_time``; single-threaded with OMP_NUM_THREADS=1, so on an idle
+machine they are the wall time, and on a shared one they do not count other processes' turns). Measured on the
+2-core development machine (shared, load ≈ 10), 2026-11-28, σ identical in every row (the same certified answers):
+
+================  =====================================  ==================================================
+case              coarse-to-fine + cache (commit 3c028cc) + dp_accounting's PLD/RDP loops on arrays (#30.6)
+                  cold / cached                          cold / cached
+================  =====================================  ==================================================
+default           15.8 s / 3.41 s                        2.23 s / 0.47 s
+planner-uniform   4.98 s / 1.02 s                        0.93 s / 0.23 s
+planner-gp        5.41 s / 0.59 s                        2.90 s / 0.47 s
+batch-epochs      25.0 s                                 5.83 s
+================  =====================================  ==================================================
+
+The second column is :mod:`dphypo.privacy.gaussian_pld` (one DP-SGD step's connect-the-dots PLD, ≈ 15× faster;
+self-composition's Chernoff bounds and composition's tail truncation on arrays) and
+:func:`~dphypo.privacy.rdp.poisson_gaussian_rdp` (≈ 20× faster per curve), all equal to dp_accounting's to rounding.
+What remains of planner-gp (and much of batch-epochs) is Theorem B's moment bound (``adaptive._log_moment``).
 """
 
 from __future__ import annotations
@@ -41,10 +60,12 @@ def _clear_caches() -> None:
 
 
 def _timed(call: Callable[[], Any]) -> tuple[Any, float]:
+    """``call()`` and its CPU seconds (single-threaded with OMP_NUM_THREADS=1, so on an idle machine that is the wall
+    time; on a shared machine the wall time also counts other processes' turns, so CPU time is what compares)."""
     _clear_caches()
-    start = time.perf_counter()
+    start = time.process_time()
     out = call()
-    return out, time.perf_counter() - start
+    return out, time.process_time() - start
 
 
 def legacy_two_stage(

@@ -3,6 +3,12 @@
 Run: ``OMP_NUM_THREADS=1 python benchmarks/two_stage.py [--family digits|mnist] [--epsilon 2 4 8]
 [--max-runs 10 20 50 inf] [--probe-epochs 1 2 5 10] [--select 1000] [--evaluate 3000] [--select-adaptive 1000]``
 
+Any family, not only the shipped ones: ``--landscape`` names the final runs' members (files or glob patterns, e.g. a
+family built by ``dphypo landscape build`` on your own model) and ``--probe-landscape`` the members of its cheaper
+probe families (grouped by the ``epochs`` of their metadata; same grid, fewer epochs), e.g.
+``--landscape 'runs/cnn_sigma*.npz' --probe-landscape 'runs/cnn_epochs2_sigma*.npz'``. Full-fidelity probes run
+on the family itself when ``--probe-epochs`` names its own epochs (the default for a family of your own).
+
 Every arm costs the same total (ε, δ = 1e-5) under the family's DP-SGD mechanism (10 epochs; digits: batch 64,
 MNIST subset: batch 256; score noise 0.02 accuracy):
 - uniform single-stage search at E[T] ∈ {10, 20, 50, 100, 200} (geometric T), σ by
@@ -14,9 +20,11 @@ MNIST subset: batch 256; score noise 0.02 accuracy):
   (RDP composition of the stages).
 
 ``--probe-epochs 1 2 5 10`` gives the probes their own fidelity (the family's ``probes`` families: same grid,
-mechanism and seeds at fewer epochs, each probe accounted with its own steps and counted as e/10 of a full run in
-compute); 10 means full-fidelity probes on the family itself. Full-fidelity and cheaper-probe designs are reported as
-two separate kinds (``two-stage (10-ep probes)`` and ``two-stage (cheap probes)``).
+mechanism and seeds at fewer epochs, each probe accounted with its own steps and counted as e/E of a full run of E
+epochs in compute); E (10 for the shipped families) means full-fidelity probes on the family itself. Full-fidelity
+and cheaper-probe designs are reported as two separate kinds (``two-stage (full-fidelity probes)`` and
+``two-stage (cheap probes)``). Calibrated σ come from the on-disk cache where a plan or an earlier run of this script
+put them (:func:`dphypo.simulation.planner.two_stage_calibration`, :func:`~dphypo.simulation.equal_epsilon.arm_sigma`).
 
 Per compute budget (``--max-runs``: expected training runs in full-run units; a two-stage design may add its one
 final run), the best arm of each kind is *chosen* on selection repeats and *compared* with the best uniform arm on
@@ -31,9 +39,10 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,10 +59,10 @@ from dphypo.privacy.two_stage import (
 )
 from dphypo.simulation.equal_epsilon import arm_sigma
 from dphypo.simulation.family import LandscapeFamily, load_family
-from dphypo.simulation.landscapes import Landscape
-from dphypo.simulation.planner import DEFAULT_GPUCB_BOUNDS, welch_ci95
+from dphypo.simulation.landscapes import Landscape, load_landscape
+from dphypo.simulation.planner import DEFAULT_GPUCB_BOUNDS, two_stage_calibration, welch_ci95
 from dphypo.simulation.simulate import simulate
-from dphypo.simulation.two_stage import simulate_two_stage, two_stage_values
+from dphypo.simulation.two_stage import two_stage_values
 from dphypo.strategies import GPUCB, Strategy, Uniform
 
 DELTA = 1e-5
@@ -134,16 +143,22 @@ def single_stage_arms(
 def two_stage_arms(family: LandscapeFamily, epsilon: float, probes: LandscapeFamily, epochs: int) -> dict[str, Arm]:
     """Every design of :func:`designs` with ``epochs``-epoch probes on ``probes`` that meets ε inside the families.
 
-    An arm's expected runs count a probe of e epochs as e/10 of a full run (compute).
+    An arm's expected runs count a probe of e epochs as e/E of a full run of the family's E epochs (compute).
     """
     arms: dict[str, Arm] = {}
+    final_epochs = int(family.mechanism_metadata["epochs"])
+    final_metadata, probe_metadata = (json.dumps(dict(f.mechanism_metadata), sort_keys=True, default=repr)
+                                      for f in (family, probes))
     for design in designs():
         try:
-            probe = simulate_two_stage(design, family, epsilon, DELTA, 2, np.random.default_rng(0), probe_family=probes)
+            calibration = two_stage_calibration(design, epsilon, DELTA, final_metadata, probe_metadata)
+            for what, fam, sigma in (("probe", probes, calibration.probe_sigma),
+                                     ("final", family, calibration.final_sigma)):
+                if not fam.sigma_range[0] <= sigma <= fam.sigma_range[1]:
+                    raise ValueError(f"{what} sigma {sigma:.4g} outside the family's range {fam.sigma_range}")
         except (CalibrationError, TwoStageDesignError, ValueError) as error:
             print(f"  {design.label()} ({epochs}-epoch probes): cannot run ({' '.join(str(error).split())[:90]})")
             continue
-        calibration = probe.calibration
         sigmas = f"probe sigma {calibration.probe_sigma:.3f}, final {calibration.final_sigma:.3f}"
         at = (probes.at(calibration.probe_sigma), family.at(calibration.final_sigma))
 
@@ -153,7 +168,7 @@ def two_stage_arms(family: LandscapeFamily, epsilon: float, probes: LandscapeFam
             return two_stage_values(design, at[0], at[1], repeats, np.random.default_rng(seed))
 
         n_probes, n_final = calibration.report.expected_runs
-        cost = n_probes * epochs / FULL_EPOCHS + n_final  # in full-run units
+        cost = n_probes * epochs / final_epochs + n_final  # in full-run units
         arms[f"{design.label()}, {epochs}-epoch probes ({sigmas})"] = Arm(cost, run)
     return arms
 
@@ -166,6 +181,41 @@ def load(name: str, epochs: int = FULL_EPOCHS) -> LandscapeFamily:
     if not paths:
         raise FileNotFoundError(f"no {epochs}-epoch members of the {name} family under {ROOT}")
     return load_family(paths)
+
+
+def expand(patterns: Sequence[str]) -> list[str]:
+    """The files the paths or glob patterns name, sorted; a pattern that names none is an error."""
+    paths = []
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern))
+        if not found:
+            raise FileNotFoundError(f"no landscape file matches {pattern!r}")
+        paths += found
+    return sorted(set(paths))
+
+
+def families(args: argparse.Namespace) -> tuple[LandscapeFamily, dict[int, LandscapeFamily]]:
+    """The final runs' family and the probe families by epochs: ``--landscape`` / ``--probe-landscape`` (any family,
+    probe members grouped by their metadata's epochs) or the shipped ``--family``; full-fidelity probes (the family
+    itself) when ``--probe-epochs`` names the family's own epochs."""
+    if not args.landscape:
+        if args.probe_landscape:
+            raise ValueError("--probe-landscape needs --landscape (the final runs' family it is cheaper than)")
+        family = load(args.family)
+        wanted = args.probe_epochs or [FULL_EPOCHS]
+        return family, {e: (family if e == FULL_EPOCHS else load(args.family, e)) for e in wanted}
+    family = load_family(expand(args.landscape))
+    final_epochs = int(family.mechanism_metadata["epochs"])
+    grouped: dict[int, list[str]] = {}
+    for path in expand(args.probe_landscape or []):
+        epochs = int(load_landscape(path).metadata["epochs"])
+        grouped.setdefault(epochs, []).append(path)
+    probes = {e: load_family(paths) for e, paths in sorted(grouped.items())}
+    wanted = args.probe_epochs if args.probe_epochs else [final_epochs, *probes]
+    missing = [e for e in wanted if e != final_epochs and e not in probes]
+    if missing:
+        raise ValueError(f"--probe-epochs {missing} have no --probe-landscape members (given: {sorted(probes)})")
+    return family, {e: (family if e == final_epochs else probes[e]) for e in wanted}
 
 
 def best(arms: dict[str, Arm], repeats: int, seed: int, max_runs: float) -> str | None:
@@ -209,7 +259,7 @@ def compare(kinds: dict[str, dict[str, Arm]], args: argparse.Namespace, epsilon:
     return cells
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", choices=sorted(FAMILIES), default="digits")
     parser.add_argument("--epsilon", type=float, nargs="+", default=[4.0, 8.0])
@@ -220,21 +270,30 @@ def main() -> None:
                         help="fresh repeats of the chosen GP-UCB arm (default: --evaluate)")
     parser.add_argument("--max-runs", type=float, nargs="+", default=[20.0, float("inf")],
                         help="compute budgets in expected runs (a two-stage design may add its final run)")
-    parser.add_argument("--probe-epochs", type=int, nargs="+", default=[FULL_EPOCHS],
-                        help="probe fidelities in epochs (10: full-fidelity probes on the family itself)")
+    parser.add_argument("--probe-epochs", type=int, nargs="+", default=None,
+                        help="probe fidelities in epochs (the family's own: full-fidelity probes on the family "
+                             "itself; default: the shipped family's 10, or every fidelity given)")
+    parser.add_argument("--landscape", action="extend", nargs="+", default=[],
+                        help="members of any final-run family (files or glob patterns), instead of --family")
+    parser.add_argument("--probe-landscape", action="extend", nargs="+", default=[],
+                        help="members of its cheaper probe families (files or patterns; grouped by epochs)")
     parser.add_argument("--no-dp-hypo", action="store_true", help="leave the GP-UCB arms out")
-    args = parser.parse_args()
-    family = load(args.family)
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    family, probe_families = families(args)
     print(family)
-    probe_families = {e: load(args.family, e) for e in args.probe_epochs}
+    final_epochs = int(family.mechanism_metadata["epochs"])
     rows = []
     for epsilon in args.epsilon:
         print(f"\nepsilon = {epsilon:g}, delta = {DELTA:g}")
         kinds = {"uniform": single_stage_arms(family, epsilon, ((1.0, 1.0),))}
         if not args.no_dp_hypo:
             kinds["dp-hypo"] = single_stage_arms(family, epsilon, DEFAULT_GPUCB_BOUNDS)
-        for label, fidelities in (("two-stage (10-ep probes)", [FULL_EPOCHS]),
-                                  ("two-stage (cheap probes)", [e for e in probe_families if e != FULL_EPOCHS])):
+        for label, fidelities in (("two-stage (full-fidelity probes)", [final_epochs]),
+                                  ("two-stage (cheap probes)", [e for e in probe_families if e != final_epochs])):
             staged = {k: v for e in fidelities if e in probe_families
                       for k, v in two_stage_arms(family, epsilon, probe_families[e], e).items()}
             if staged or any(e in probe_families for e in fidelities):

@@ -19,19 +19,30 @@ candidates in this order and returns the first that fits the compute budget and 
 1. 20 released probes at a fifth of the epochs, one committed run, split 0.5 — only at ε ≥ 8. The equal-ε studies'
    winner at ε = 8 on both families (digits MLP: 0.934 vs uniform search's 0.888 at ≤ 20 runs; MNIST-subset CNN:
    +0.023 to +0.068 over uniform search at every budget; docs/studies.md, "Two-stage designs with cheap probes" and
-   "... on the MNIST-subset CNN family"). At ε = 4 both families preferred 10 probes (next).
-2. 10 released probes, otherwise the same — the winner at ε = 4 on both families (digits at every budget, CNN at
+   "... on the MNIST-subset CNN family"). At ε = 4 both families preferred 10 probes (candidate 3) at the final
+   run's score noise.
+2. **20 released probes with noisier scores** — only where 10 released probes at the final run's score noise are
+   starved: their score releases alone (:func:`score_release_floor`) cost more than 85 % of the probes' share
+   ``split · ε``, leaving their training under :data:`AUTO_PROBE_TRAINING_SHARE` = 15 % of it. The probes' score noise
+   is then the smallest factor f of :data:`AUTO_PROBE_NOISE_FACTORS` (1, 1.5, 2, 3, 4 times the final run's) whose
+   20 score releases leave their training at least 15 % (:func:`probe_score_noise_factor_for`). A GP or the best of
+   more probes averages the extra noise out, and the freed ε buys less training noise. On digits (score noise 0.02
+   of the accuracy) this is ε < 4.43: f = 2 at ε = 4 (measured on the shipped 2-epoch / 10-epoch digits family, 3,000
+   fresh repeats: 0.917 against 10 probes' 0.900, +0.017 [+0.014, +0.019]) and f = 3 at ε = 2 (0.858 against the
+   probe selection's 0.786 on 1,000 repeats); on the MNIST subset (1,000 validation examples, cheaper scores) only
+   below ε ≈ 1.4 (not measured there).
+3. 10 released probes, otherwise as 1 — the winner at ε = 4 on both families (digits at every budget, CNN at
    ≤ 20 runs) and at ε = 2 on the CNN (≤ 10 runs). On digits at ε = 2 it cannot run: its 10 score releases alone
    cost ε ≥ 1.88, above its share 1.0.
-3. A uniform private selection of the best of E[T] = 20 probes (geometric T), one committed run, split 0.5 — the
-   digits winner at ε = 2 (+0.025 at ≤ 10 runs, a tie at 20).
-4. Single-stage uniform search, E[T] = 20, then E[T] = 10, 5 and 2 — what still runs where no two-stage candidate
+4. A uniform private selection of the best of E[T] = 20 probes (geometric T), one committed run, split 0.5 — the
+   digits winner at ε = 2 before noisier probes (+0.025 at ≤ 10 runs, a tie at 20).
+5. Single-stage uniform search, E[T] = 20, then E[T] = 10, 5 and 2 — what still runs where no two-stage candidate
    does (a smaller ε, or a compute budget below 3 runs). Not a measured winner: the cheapest searches left.
 
-Between ε = 4 and 8 (not measured) the rule keeps 10 probes, whose floor is lower. The studies disagree across
-families on whether more compute favours single-stage search (digits at ε = 2 with ≥ 50 runs: yes; the CNN at ε = 2:
-no; the CNN at ε = 4 with ≥ 50 runs: yes; digits at ε = 4: no), so the rule never switches to single-stage for
-compute; run ``dphypo plan`` on landscapes of your model for that choice.
+Between ε = 4.43 and 8 on digits (not measured) the rule keeps 10 probes at the final run's score noise. The studies
+disagree across families on whether more compute favours single-stage search (digits at ε = 2 with ≥ 50 runs: yes;
+the CNN at ε = 2: no; the CNN at ε = 4 with ≥ 50 runs: yes; digits at ε = 4: no), so the rule never switches to
+single-stage for compute; run ``dphypo plan`` on landscapes of your model for that choice.
 
 Cheap checks before any calibration. A released score is a Gaussian release of a sensitivity-1 count with std
 ``score_noise``; n of them compose to the RDP curve n·α/(2 score_noise²) (Mironov 2017, Props. 1 and 7), a lower
@@ -50,7 +61,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dphypo.api.search import DEFAULT_RUNS, resolve_strategy
-from dphypo.api.two_stage import DEFAULT_TWO_STAGE, check_placement, default_probe_epochs
+from dphypo.api.two_stage import (
+    DEFAULT_TWO_STAGE,
+    check_placement,
+    check_probe_score_noise_factor,
+    default_probe_epochs,
+    probe_training,
+)
 from dphypo.privacy import (
     DEFAULT_ORDERS,
     CalibrationError,
@@ -78,7 +95,11 @@ from dphypo.strategies.gp.placement import ProbePlacement
 from dphypo.train.recipe import DPSGD
 
 __all__ = [
+    "AUTO_PROBES",
     "AUTO_PROBE_EPOCHS_SHARE",
+    "AUTO_PROBE_NOISE_FACTORS",
+    "AUTO_PROBE_TRAINING_SHARE",
+    "AUTO_TWENTY_PROBES_FROM",
     "Design",
     "SingleStage",
     "Subsampled",
@@ -87,13 +108,21 @@ __all__ = [
     "auto_candidates",
     "auto_design",
     "design_from_dict",
+    "probe_score_noise_factor_for",
     "score_release_floor",
 ]
 
 #: A probe's share of the final run's epochs in the auto designs (:func:`~dphypo.api.two_stage.default_probe_epochs`).
 AUTO_PROBE_EPOCHS_SHARE = 0.2
-#: The smallest ε at which :func:`auto_design` tries 20 released probes (measured best at ε = 8, not at ε = 4).
+#: The smallest ε at which :func:`auto_design` tries 20 released probes at the final run's score noise (measured
+#: best at ε = 8; at ε = 4 10 probes were, unless their score releases starve them: :func:`auto_candidates`).
 AUTO_TWENTY_PROBES_FROM = 8.0
+#: Released probes of :func:`auto_design`'s 20-probe candidates, and their split.
+AUTO_PROBES, AUTO_SPLIT = 20, 0.5
+#: The probe score-noise factors :func:`probe_score_noise_factor_for` may choose, smallest first.
+AUTO_PROBE_NOISE_FACTORS = (1.0, 1.5, 2.0, 3.0, 4.0)
+#: The share of the probes' ε that the rule leaves to their training at least (the rest may go to their scores).
+AUTO_PROBE_TRAINING_SHARE = 0.15
 # The brackets of the calibrations (dphypo.privacy.two_stage.calibrate_two_stage, calibrate_sigma): a stage's σ in
 # [1e-2, 1e4], the common two-stage scale in [1e-3, 1e3], so every σ after scaling is at least 1e-2 · 1e3 = 10.
 _LARGEST_SIGMA, _SCALED_SIGMA = 1e4, 10.0
@@ -248,6 +277,11 @@ class TwoStageSearch:
         recommend: The rule that chooses the committed point(s) from the released probes
             (:data:`~dphypo.strategies.recommend.RECOMMENDATIONS`; default ``"best-probe"``); a GP rule needs
             released probes.
+        probe_score_noise_factor: The probes' score noise as a multiple of the final run's (the training's
+            ``score_noise``; default 1). A probe's score release costs α/(2·(f·s)²) in RDP (Mironov 2017, Prop. 7),
+            so a factor f > 1 lets f² times as many probes release their scores for the same score budget, each
+            score noisier (:func:`auto_design` uses this below ε = 8). Unit-free, so a plan's pick runs on any
+            dataset; ``dphypo tune --probe-score-noise-accuracy A`` sets it to A / ``--score-noise-accuracy``.
 
     Raises:
         TwoStageDesignError: A placement or a GP rule with a probe selection, in one line.
@@ -262,11 +296,14 @@ class TwoStageSearch:
     probe_epochs: int | None = None
     placement: ProbePlacement | None = None
     recommend: str = "best-probe"
+    probe_score_noise_factor: float = 1.0
     kind: ClassVar[str] = "two-stage"
 
     def __post_init__(self) -> None:
         if not isinstance(self.two_stage, TwoStage):
             raise TypeError(f"two_stage must be a dphypo.TwoStage, got {self.two_stage!r}")
+        object.__setattr__(self, "probe_score_noise_factor",
+                           check_probe_score_noise_factor(self.probe_score_noise_factor))
         object.__setattr__(self, "strategy", resolve_strategy(self.strategy))
         if self.probe_epochs is not None:
             check_int_at_least("probe_epochs", self.probe_epochs, 1)
@@ -294,11 +331,17 @@ class TwoStageSearch:
             label += f" (committed by {self.recommend})"
         if self.probe_epochs is not None:
             label += f", {self.probe_epochs}-epoch probes"
+        if self.probe_score_noise_factor != 1.0:
+            label += f", probe score noise x{self.probe_score_noise_factor:.4g}"
         return label
 
     def epochs_of_probes(self, training: DPSGD) -> int:
         """The probes' epochs for ``training`` (``probe_epochs``, else a fifth of its epochs, at least one)."""
         return default_probe_epochs(training.epochs) if self.probe_epochs is None else self.probe_epochs
+
+    def probe_training(self, training: DPSGD) -> DPSGD:
+        """How a probe trains: its epochs and score noise (:func:`~dphypo.api.two_stage.probe_training`)."""
+        return probe_training(training, self.epochs_of_probes(training), self.probe_score_noise_factor)
 
     def expected_runs(self, training: DPSGD) -> float:
         """Expected training runs in full runs: probes count by their share of the final run's epochs."""
@@ -310,16 +353,17 @@ class TwoStageSearch:
         return {"kind": self.kind, "label": self.label(), "two_stage": _two_stage_dict(self.two_stage),
                 "strategy": _strategy_dict(self.probe_strategy), "probe_epochs": self.probe_epochs,
                 "placement": None if self.placement is None else self.placement.describe(),
-                "recommend": self.recommend, "summary": self.two_stage.describe()}
+                "recommend": self.recommend, "probe_score_noise_factor": self.probe_score_noise_factor,
+                "summary": self.two_stage.describe()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TwoStageSearch:
-        """The value :meth:`describe` wrote (``placement`` and ``recommend`` default to today's when absent)."""
+        """The value :meth:`describe` wrote (``placement``, ``recommend``, the noise factor: today's when absent)."""
         epochs, placement = data.get("probe_epochs"), data.get("placement")
         return cls(_two_stage_from_dict(data["two_stage"]), _strategy_from_dict(data["strategy"]),
                    None if epochs is None else int(epochs),
                    None if placement is None else ProbePlacement(**placement),
-                   str(data.get("recommend", "best-probe")))
+                   str(data.get("recommend", "best-probe")), float(data.get("probe_score_noise_factor", 1.0)))
 
 
 @dataclass(frozen=True)
@@ -420,13 +464,58 @@ def as_design(design: Design | TwoStage) -> Design:
 
 
 # -- the default: auto_design ------------------------------------------------------------------------------------------
-def auto_candidates(epsilon: float) -> tuple[Design, ...]:
-    """The candidates :func:`auto_design` tries at total ``epsilon``, in order (module docstring)."""
-    released = [20, 10] if epsilon >= AUTO_TWENTY_PROBES_FROM else [10]
-    out: list[Design] = [TwoStageSearch(TwoStage(ProbeRelease(n), FinalRun(), 0.5)) for n in released]
-    out.append(TwoStageSearch(TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 20))), FinalRun(), 0.5)))
+def auto_candidates(epsilon: float, training: DPSGD | None = None, delta: float = 1e-5,
+                    max_lost: int = 0) -> tuple[Design, ...]:
+    """The candidates :func:`auto_design` tries at total ``epsilon``, in order (module docstring).
+
+    Args:
+        epsilon: Total ε.
+        training: The final run's training (its score noise sets the noisy probes' factor,
+            :func:`probe_score_noise_factor_for`); ``None``: the 20 released probes at the final run's score noise.
+        delta: δ.
+        max_lost: Lost attempts charged per stage.
+    """
+    released = [TwoStageSearch(TwoStage(ProbeRelease(AUTO_PROBES), FinalRun(), AUTO_SPLIT))] if (
+        epsilon >= AUTO_TWENTY_PROBES_FROM) else []
+    ten = TwoStageSearch(TwoStage(ProbeRelease(10), FinalRun(), AUTO_SPLIT))
+    if training is not None and _starved(ten, training, epsilon, delta, max_lost):
+        factor = probe_score_noise_factor_for(AUTO_PROBES, training, epsilon, delta, AUTO_SPLIT, max_lost)
+        released.append(TwoStageSearch(TwoStage(ProbeRelease(AUTO_PROBES), FinalRun(), AUTO_SPLIT),
+                                       probe_score_noise_factor=factor))
+    out: list[Design] = [*released, ten]
+    out.append(TwoStageSearch(TwoStage(ProbeSelection(RepeatAndSelect(geometric(1 / 20))), FinalRun(), AUTO_SPLIT)))
     out += [SingleStage("uniform", DEFAULT_RUNS if m == 20 else geometric(1 / m)) for m in (20, 10, 5, 2)]
     return tuple(out)
+
+
+def _starved(design: TwoStageSearch, training: DPSGD, epsilon: float, delta: float, max_lost: int) -> bool:
+    """Whether the probes' score releases alone leave their training less than its share of their ε."""
+    floor = score_release_floor(design, training, delta, max_lost)[0]
+    return floor > (1.0 - AUTO_PROBE_TRAINING_SHARE) * design.two_stage.split * epsilon
+
+
+def probe_score_noise_factor_for(probes: int, training: DPSGD, epsilon: float, delta: float = 1e-5,
+                                 split: float = 0.5, max_lost: int = 0) -> float:
+    """The rule's probe score-noise factor: the smallest that leaves the probes' training a share of their ε.
+
+    ``probes`` released scores at factor f cost at least ε_f (:func:`score_release_floor`: n·α/(2(f·s)²) in RDP,
+    Mironov 2017, Props. 1 and 7, whatever σ); the rule takes the smallest f of :data:`AUTO_PROBE_NOISE_FACTORS`
+    with ε_f ≤ (1 −
+    :data:`AUTO_PROBE_TRAINING_SHARE`) · ``split`` · ε, i.e. noisier scores only where today's would leave the
+    probes' training almost nothing, and no noisier than that. The largest factor when none does (the candidate is
+    then refused by its floor).
+
+    Returns:
+        1.0 for a training that releases no noisy score.
+    """
+    if training.score_noise is None:
+        return 1.0
+    allowed = (1.0 - AUTO_PROBE_TRAINING_SHARE) * split * epsilon
+    for factor in AUTO_PROBE_NOISE_FACTORS:
+        design = TwoStageSearch(TwoStage(ProbeRelease(probes), FinalRun(), split), probe_score_noise_factor=factor)
+        if score_release_floor(design, training, delta, max_lost)[0] <= allowed:
+            return factor
+    return AUTO_PROBE_NOISE_FACTORS[-1]
 
 
 def _score_curve(training: DPSGD) -> RdpCurve | None:
@@ -455,18 +544,21 @@ def score_release_floor(design: Design, training: DPSGD, delta: float, max_lost:
     score = _score_curve(training)
     if score is None:
         return 0.0, 0.0
-    def charged(curve: RdpCurve) -> RdpCurve:
-        return curve if not max_lost else compose(curve, score.repeated(max_lost))
+
+    def charged(curve: RdpCurve, one: RdpCurve) -> RdpCurve:
+        return curve if not max_lost else compose(curve, one.repeated(max_lost))
 
     if isinstance(design, TwoStageSearch):
-        first, _ = design.two_stage.stage1.curve(score)
+        probe_score = _score_curve(design.probe_training(training))
+        assert probe_score is not None  # a training with score noise: its probes have some too
+        first, _ = design.two_stage.stage1.curve(probe_score)
         second, _ = design.two_stage.stage2.curve(score)
-        return _epsilon(charged(first), delta), _epsilon(charged(second), delta)
+        return _epsilon(charged(first, probe_score), delta), _epsilon(charged(second, score), delta)
     from dphypo.privacy import tuning_rdp
 
     strategy = design.search_strategy
     tuned = tuning_rdp(score, design.runs, strategy.C, strategy.c)
-    return _epsilon(charged(tuned.curve), delta), 0.0
+    return _epsilon(charged(tuned.curve, score), delta), 0.0
 
 
 def _two_stage_calibrates(design: TwoStageSearch, training: DPSGD, epsilon: float, delta: float) -> bool | None:
@@ -477,7 +569,7 @@ def _two_stage_calibrates(design: TwoStageSearch, training: DPSGD, epsilon: floa
     common scale can reach) meeting ε is sufficient for the scale.
     """
     two_stage = design.two_stage
-    probe = dataclasses.replace(training, epochs=design.epochs_of_probes(training))
+    probe = design.probe_training(training)
     shares = (two_stage.split * epsilon, (1.0 - two_stage.split) * epsilon)
     for stage, run, share in ((two_stage.stage1, probe, shares[0]), (two_stage.stage2, training, shares[1])):
         curve, _ = stage.curve(run.mechanism(_LARGEST_SIGMA).rdp())
@@ -512,7 +604,8 @@ def _calibrates(design: Design, training: DPSGD, epsilon: float, delta: float, m
             return decided
         try:
             charged_mechanisms(training, design.two_stage, probe_epochs=design.epochs_of_probes(training),
-                               epsilon=epsilon, delta=delta, max_lost=max_lost)
+                               epsilon=epsilon, delta=delta, max_lost=max_lost,
+                               probe_score_noise_factor=design.probe_score_noise_factor)
         except CalibrationError:
             return False
         return True
@@ -554,7 +647,8 @@ def auto_design(training: DPSGD, epsilon: float, delta: float = 1e-5, budget: fl
     if budget is not None:
         check_positive("budget", budget)
     check_non_negative_int("max_lost", max_lost)
-    candidates = [c for c in auto_candidates(epsilon) if not two_stage_only or isinstance(c, TwoStageSearch)]
+    candidates = [c for c in auto_candidates(epsilon, training, delta, max_lost)
+                  if not two_stage_only or isinstance(c, TwoStageSearch)]
     skipped: list[str] = []
     for design in candidates:
         why_not = _why_not(design, training, epsilon, delta, budget, max_lost)
@@ -590,14 +684,18 @@ def _why_not(design: Design, training: DPSGD, epsilon: float, delta: float, budg
 def _reason(design: Design, epsilon: float, skipped: list[str]) -> str:
     """One line: the pick, the study behind it, and why each earlier candidate was not picked."""
     if isinstance(design, TwoStageSearch) and isinstance(design.two_stage.stage1, ProbeRelease):
-        n = design.two_stage.stage1.probes
-        why = ("the equal-epsilon studies' winner at epsilon = 8 (docs/studies.md)" if n == 20 else
-               "the equal-epsilon studies' winner at epsilon = 4 and, where it fits, at 2 (docs/studies.md)")
+        n, factor = design.two_stage.stage1.probes, design.probe_score_noise_factor
+        if n == AUTO_PROBES and factor == 1.0:
+            why = "the equal-epsilon studies' winner at epsilon = 8 (docs/studies.md)"
+        elif n == AUTO_PROBES:
+            why = (f"10 probes' score releases leave their training under {AUTO_PROBE_TRAINING_SHARE:.0%} of their "
+                   f"share, so 20 probes with {factor:g}x score noise, the smallest factor that leaves it "
+                   f"{AUTO_PROBE_TRAINING_SHARE:.0%} (docs/guide.md)")
+        else:
+            why = "the equal-epsilon studies' winner at epsilon = 4 and, where it fits, at 2 (docs/studies.md)"
     elif isinstance(design, TwoStageSearch):
         why = "the equal-epsilon studies' digits winner at epsilon = 2 (docs/studies.md)"
     else:
         why = "the cheapest search that still runs here (no two-stage candidate does)"
     rest = "" if not skipped else "; not " + "; not ".join(skipped)
-    if epsilon < AUTO_TWENTY_PROBES_FROM and isinstance(design, TwoStageSearch):
-        rest += f"; 20 released probes are tried from epsilon = {AUTO_TWENTY_PROBES_FROM:g} only"
     return f"auto at epsilon = {epsilon:g}: {why}{rest}"

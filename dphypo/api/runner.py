@@ -167,4 +167,5 @@ def run_design(
                          "dphypo.tune_two_stage(..., sigmas=(probe sigma, final sigma))")
     return tune_two_stage(objective, space, training, design.two_stage, probe_epochs=design.probe_epochs,
                           epsilon=epsilon, delta=delta, strategy=design.probe_strategy, max_lost=max_lost,
-                          placement=design.placement, recommend=design.recommend, options=options)
+                          placement=design.placement, recommend=design.recommend,
+                          probe_score_noise_factor=design.probe_score_noise_factor, options=options)

@@ -5,7 +5,8 @@ A two-stage search (:class:`~dphypo.privacy.two_stage.TwoStage`, accounted by
 final run's epochs), how stage 1 releases its outcome, ``k`` and the budget split; then
 
 1. **stage 1** trains the probes with DP-SGD at the probe fidelity and probe σ, each with its noisy validation
-   score: a :class:`~dphypo.privacy.two_stage.ProbeRelease` trains a fixed number n of probes and releases every
+   score (at ``probe_score_noise_factor`` times the final run's score noise, :func:`probe_training`): a
+   :class:`~dphypo.privacy.two_stage.ProbeRelease` trains a fixed number n of probes and releases every
    probe's (hyperparameters, noisy score), so where a probe is placed may depend on the earlier scores (the
    ``strategy``: uniform draws from the prior, or GP-UCB, post-processing of released outputs; or a ``placement``,
    :class:`~dphypo.strategies.gp.placement.ProbePlacement`: batches placed by BoTorch acquisitions on the GP of the
@@ -107,9 +108,12 @@ __all__ = [
     "ReleasedProbe",
     "TwoStageOutcome",
     "TwoStageSearchResult",
+    "calibrate_mechanisms",
     "charged_mechanisms",
     "check_placement",
+    "check_probe_score_noise_factor",
     "default_probe_epochs",
+    "probe_training",
     "tune_two_stage",
     "two_stage_mechanisms",
     "two_stage_release_payload",
@@ -132,6 +136,35 @@ def default_probe_epochs(epochs: int) -> int:
     """A fifth of the final run's epochs, at least one (2 of 10: the probes of the studies' best design)."""
     check_int_at_least("epochs", epochs, 1)
     return max(1, round(epochs / 5))
+
+
+def check_probe_score_noise_factor(factor: float) -> float:
+    """``factor`` as a float, refused in one line unless finite and > 0."""
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0.0 < float(factor) < math.inf):
+        raise ValueError(f"probe_score_noise_factor must be a finite number > 0 (the probes' score noise as a "
+                         f"multiple of the final run's), got {factor!r}")
+    return float(factor)
+
+
+def probe_training(training: DPSGD, probe_epochs: int, probe_score_noise_factor: float = 1.0) -> DPSGD:
+    """How every probe trains: ``training`` with ``probe_epochs`` and its score noise times the factor.
+
+    A probe's released score is the Gaussian release of its count of correct validation predictions with std
+    ``probe_score_noise_factor · training.score_noise`` (counts); its curve, α/(2·std²) per probe (Mironov 2017,
+    Prop. 7), is part of the probe's mechanism, so the accounting, the calibration and the probe's noisy score all
+    follow from it (:meth:`~dphypo.train.mechanism.DPSGDMechanism.rdp`, ``.profile``, ``private_score``).
+
+    Raises:
+        ValueError: A bad factor, or a factor other than 1 for a training that releases no noisy score.
+    """
+    check_int_at_least("probe_epochs", probe_epochs, 1)
+    factor = check_probe_score_noise_factor(probe_score_noise_factor)
+    if training.score_noise is None:
+        if factor != 1.0:
+            raise ValueError(f"probe_score_noise_factor={factor:g} scales the final run's score noise, but the "
+                             "training releases no noisy score (score_noise is None)")
+        return dataclasses.replace(training, epochs=probe_epochs)
+    return dataclasses.replace(training, epochs=probe_epochs, score_noise=training.score_noise * factor)
 
 
 @dataclass(frozen=True)
@@ -211,7 +244,7 @@ class TwoStageSearchResult(SearchResult):
 
 def two_stage_mechanisms(
     training: DPSGD, design: TwoStage, *, probe_epochs: int, epsilon: float | None, delta: float,
-    sigmas: tuple[float, float] | None = None,
+    sigmas: tuple[float, float] | None = None, probe_score_noise_factor: float = 1.0,
 ) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
     """The probes' and the final runs' mechanisms and the accounting, from a total ε or both σ; no data read.
 
@@ -222,6 +255,8 @@ def two_stage_mechanisms(
         epsilon: Total ε to calibrate both σ for (:func:`~dphypo.privacy.two_stage.calibrate_two_stage`).
         delta: δ.
         sigmas: ``(probe σ, final σ)`` instead of ``epsilon`` (the total ε is then reported).
+        probe_score_noise_factor: The probes' score noise as a multiple of ``training.score_noise``
+            (:func:`probe_training`; default 1).
 
     Returns:
         ``(probe mechanism, final mechanism, report)``; the report takes the smallest valid bound (the composed
@@ -231,25 +266,37 @@ def two_stage_mechanisms(
         TwoStageDesignError: Probes above the final fidelity.
         ValueError: Not exactly one of ``epsilon`` and ``sigmas``, or bad values.
     """
-    check_int_at_least("probe_epochs", probe_epochs, 1)
     check_delta(delta)
-    probe_training = dataclasses.replace(training, epochs=probe_epochs)
-    check_probe_fidelity(probe_training.mechanism(1.0), training.mechanism(1.0))
+    probes = probe_training(training, probe_epochs, probe_score_noise_factor)
+    check_probe_fidelity(probes.mechanism(1.0), training.mechanism(1.0))
     if (epsilon is None) == (sigmas is None):
         raise ValueError("give exactly one of epsilon (total budget to calibrate both stages for) or sigmas "
                          "((probe sigma, final sigma), fixed)")
     if sigmas is None:
         assert epsilon is not None
         check_positive("epsilon", epsilon)
-        sigmas, report = _calibrated_sigmas(probe_training, training, design, epsilon, delta)
-        return probe_training.mechanism(sigmas[0]), training.mechanism(sigmas[1]), report
-    probe, final = probe_training.mechanism(sigmas[0]), training.mechanism(sigmas[1])
+        sigmas, report = _calibrated_sigmas(probes, training, design, epsilon, delta)
+        return probes.mechanism(sigmas[0]), training.mechanism(sigmas[1]), report
+    probe, final = probes.mechanism(sigmas[0]), training.mechanism(sigmas[1])
     return probe, final, _report(probe, final, design, delta)
 
 
-def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage, epsilon: float, delta: float,
+def _calibrated_sigmas(probes: DPSGD, training: DPSGD, design: TwoStage, epsilon: float, delta: float,
                        *, coarse: bool = True, cache: bool = True) -> tuple[tuple[float, float], TwoStageReport]:
+    """Both σ for a total ε and the report there: :func:`calibrate_mechanisms` of both trainings' mechanisms."""
+    return calibrate_mechanisms(probes.mechanism(1.0), training.mechanism(1.0), design, epsilon, delta,
+                                coarse=coarse, cache=cache)
+
+
+def calibrate_mechanisms(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, epsilon: float,
+                         delta: float, *, coarse: bool = True, cache: bool = True
+                         ) -> tuple[tuple[float, float], TwoStageReport]:
     """Both σ for a total ε and the report there: the smallest common scale whose smallest valid bound meets ε.
+
+    The one two-stage calibration of dphypo: :func:`dphypo.tune` runs it, and a simulation
+    (:func:`dphypo.simulation.two_stage.calibrate_design`) calls it on a landscape family's mechanisms, so a
+    simulated design runs at the σ ``tune`` would run it at. Only the mechanisms' σ-independent fields matter (q,
+    steps, score noise); their σ is replaced.
 
     :func:`~dphypo.privacy.two_stage.calibrate_two_stage` fixes the ratio of the two σ by the split (each stage alone
     calibrated to its share, RDP) and scales both by the smallest common factor whose total meets ε under the
@@ -260,24 +307,40 @@ def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage,
     :data:`~dphypo.privacy.calibration.COARSE_DISCRETIZATION`, each answer certified at full precision), and the
     result is cached on disk by the description of both mechanisms, the design and (ε, δ) (``cache``;
     :mod:`dphypo.api.calibration_cache`: a cached pair is re-certified by one full accounting, the report returned).
+
+    Args:
+        probe: One probe's mechanism (any σ).
+        final: One final run's mechanism (any σ).
+        design: The design.
+        epsilon: Total ε.
+        delta: δ.
+        coarse: Find every root coarse to fine.
+        cache: Use the on-disk calibration cache.
+
+    Returns:
+        ``((probe σ, final σ), report)``.
+
+    Raises:
+        CalibrationError: No σ meets ε, or ε does not determine the noise.
     """
     description = {"calibration": "two-stage", "design": design.describe(), "epsilon": float(epsilon),
-                   "delta": float(delta), "probe": _mechanism_description(probe_training),
-                   "final": _mechanism_description(training), "accounting": "rdp+pld (composed) where valid"}
+                   "delta": float(delta), "probe": _mechanism_description(probe),
+                   "final": _mechanism_description(final), "accounting": "rdp+pld (composed) where valid"}
+
+    def at(mechanism: DPSGDMechanism, sigma: float) -> DPSGDMechanism:
+        return dataclasses.replace(mechanism, sigma=sigma)
 
     def report_at(probe_sigma: float, final_sigma: float) -> TwoStageReport:
-        return _report(probe_training.mechanism(probe_sigma), training.mechanism(final_sigma), design, delta)
+        return _report(at(probe, probe_sigma), at(final, final_sigma), design, delta)
 
     def compute() -> tuple[tuple[float, float], TwoStageReport]:
         options: dict[str, Any] = {"split": design.split, "account_at": report_at}
         if coarse:
-            options.update(coarse_probe_for_sigma=lambda s: probe_training.mechanism(s).rdp(COARSE_ORDERS),
-                           coarse_final_for_sigma=lambda s: training.mechanism(s).rdp(COARSE_ORDERS),
-                           coarse_account_at=lambda p, f: _coarse_epsilon(probe_training.mechanism(p),
-                                                                          training.mechanism(f), design, delta))
+            options.update(coarse_probe_for_sigma=lambda s: at(probe, s).rdp(COARSE_ORDERS),
+                           coarse_final_for_sigma=lambda s: at(final, s).rdp(COARSE_ORDERS),
+                           coarse_account_at=lambda p, f: _coarse_epsilon(at(probe, p), at(final, f), design, delta))
         calibration = calibrate_two_stage(epsilon, delta, design.stage1, design.stage2,
-                                          lambda s: probe_training.mechanism(s).rdp(),
-                                          lambda s: training.mechanism(s).rdp(), **options)
+                                          lambda s: at(probe, s).rdp(), lambda s: at(final, s).rdp(), **options)
         return (calibration.probe_sigma, calibration.final_sigma), calibration.report
 
     def certify(sigmas: tuple[float, ...]) -> TwoStageReport | None:
@@ -292,9 +355,8 @@ def _calibrated_sigmas(probe_training: DPSGD, training: DPSGD, design: TwoStage,
     return (sigmas[0], sigmas[1]), report
 
 
-def _mechanism_description(training: DPSGD) -> dict[str, Any]:
+def _mechanism_description(mechanism: DPSGDMechanism) -> dict[str, Any]:
     """What one run's privacy depends on besides σ (JSON-ready): q, steps, the score release."""
-    mechanism = training.mechanism(1.0)
     return {"sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "score_noise": mechanism.score_noise}
 
 
@@ -324,9 +386,11 @@ def _report(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delt
 
 def charged_mechanisms(
     training: DPSGD, design: TwoStage, *, probe_epochs: int, epsilon: float | None, delta: float,
-    sigmas: tuple[float, float] | None = None, max_lost: int = 0,
+    sigmas: tuple[float, float] | None = None, max_lost: int = 0, probe_score_noise_factor: float = 1.0,
 ) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
     """:func:`two_stage_mechanisms` with ``max_lost`` lost attempts per stage charged up front; no data read.
+
+    ``probe_score_noise_factor``: the probes' score noise as a multiple of the final run's (:func:`probe_training`).
 
     Without a charge this is :func:`two_stage_mechanisms`. With one, a given ``sigmas`` is accounted with the
     charge; a total ``epsilon`` first gives both σ of the search without the charge, then both are scaled by the
@@ -342,16 +406,17 @@ def charged_mechanisms(
     """
     check_non_negative_int("max_lost", max_lost)
     probe, final, report = two_stage_mechanisms(training, design, probe_epochs=probe_epochs, epsilon=epsilon,
-                                                delta=delta, sigmas=sigmas)
+                                                delta=delta, sigmas=sigmas,
+                                                probe_score_noise_factor=probe_score_noise_factor)
     if max_lost == 0:
         return probe, final, report
-    probe_training = dataclasses.replace(training, epochs=probe_epochs)
+    probes = probe_training(training, probe_epochs, probe_score_noise_factor)
     if epsilon is None:
         return probe, final, _report(probe, final, design, delta, max_lost=max_lost)
     base = (probe.sigma, final.sigma)
 
     def pair(factor: float) -> tuple[DPSGDMechanism, DPSGDMechanism]:
-        return probe_training.mechanism(factor * base[0]), training.mechanism(factor * base[1])
+        return probes.mechanism(factor * base[0]), training.mechanism(factor * base[1])
 
     def charged_at(factor: float) -> float:
         return _report(*pair(factor), design, delta, max_lost=max_lost).epsilon
@@ -402,6 +467,7 @@ def tune_two_stage(
     strategy: Strategy | str | None = None,
     placement: ProbePlacement | None = None,
     recommend: str = "best-probe",
+    probe_score_noise_factor: float = 1.0,
     max_lost: int = 0,
     objective_id: Any = None,
     options: SearchOptions | None = None,
@@ -434,6 +500,9 @@ def tune_two_stage(
         recommend: The rule choosing the finalists from stage 1's release
             (:func:`~dphypo.strategies.recommend.recommend`: ``"best-probe"`` (default), ``"gp-mean"``,
             ``"gp-mean-grid"``, ``"gp-near-best"``; a GP rule needs released probes); stated with the release.
+        probe_score_noise_factor: The probes' score noise as a multiple of ``training.score_noise`` (default 1;
+            :func:`probe_training`): noisier probe scores cost less ε each, so more probes fit a budget. The probe
+            mechanism (sealed, released in :attr:`TwoStageOutcome.probe_mechanism`) carries it.
         max_lost: Attempts *each stage* may lose to a dead worker or process (kill -9) and still release; charged
             up front as ``max_lost`` more probe runs and ``max_lost`` more final runs, composed into the total ε
             (and into the calibrated σ) whether or not they are used. One more loss in a stage stops the search
@@ -470,6 +539,7 @@ def tune_two_stage(
         raise ValueError("tune_two_stage sets the probes' fidelity with probe_epochs; a space with batch-size or "
                          "epochs axes needs dphypo.tune")
     check_non_negative_int("max_lost", max_lost)
+    noise_factor = check_probe_score_noise_factor(probe_score_noise_factor)
     chosen = _probe_strategy(strategy, design)
     check_placement(design, chosen, placement, recommend)
     rule = Recommendation(recommend)
@@ -479,15 +549,17 @@ def tune_two_stage(
     epochs = default_probe_epochs(training.epochs) if probe_epochs is None else probe_epochs
     path = None if run_options.journal is None else check_output_file(run_options.journal, "journal")
     seal = _Seal(design, space, chosen, epochs, epsilon, sigmas, delta, max_lost, run_options.direction,
-                 _objective_description(objective) if objective_id is None else objective_id, placement, rule)
+                 _objective_description(objective) if objective_id is None else objective_id, placement, rule,
+                 noise_factor)
     sealed = _peek(path)
     if sealed is None:
         probe, final, report = charged_mechanisms(training, design, probe_epochs=epochs, epsilon=epsilon,
-                                                  delta=delta, sigmas=sigmas, max_lost=max_lost)
+                                                  delta=delta, sigmas=sigmas, max_lost=max_lost,
+                                                  probe_score_noise_factor=noise_factor)
     else:  # a resume: checked before anything is computed, then the sealed σ accounted again (never recalibrated)
         seal.check(sealed, run_options.seed, repr(str(path)))
         probe, final, report = _resumed_mechanisms(sealed, training, design, epochs, epsilon, delta, max_lost,
-                                                   repr(str(path)))
+                                                   repr(str(path)), noise_factor)
     with contextlib.ExitStack() as cleanup:
         executor = make_executor(run_options.executor)
         if executor is not run_options.executor:
@@ -536,7 +608,7 @@ def two_stage_release_payload(result: TwoStageSearchResult) -> dict[str, Any]:
 
 def _resumed_mechanisms(
     sealed: SealedSearch, training: DPSGD, design: TwoStage, probe_epochs: int, epsilon: float | None, delta: float,
-    max_lost: int, where: str,
+    max_lost: int, where: str, probe_score_noise_factor: float = 1.0,
 ) -> tuple[DPSGDMechanism, DPSGDMechanism, TwoStageReport]:
     """Both mechanisms of a resumed search at its sealed σ, accounted again (the σ are not recalibrated).
 
@@ -553,7 +625,8 @@ def _resumed_mechanisms(
     except (KeyError, TypeError, ValueError):
         raise JournalMismatch(f"the journal {where} holds no two-stage mechanisms: start a new journal") from None
     probe, final, report = charged_mechanisms(training, design, probe_epochs=probe_epochs, epsilon=None, delta=delta,
-                                              sigmas=sigmas, max_lost=max_lost)
+                                              sigmas=sigmas, max_lost=max_lost,
+                                              probe_score_noise_factor=probe_score_noise_factor)
     if epsilon is not None and report.epsilon > epsilon * (1 + 1e-9):
         raise JournalMismatch(f"the noise sealed in the journal {where} is accounted at epsilon={report.epsilon:.6g} "
                               f"by this version, above epsilon={epsilon:g}: the search cannot resume (start a new "
@@ -585,15 +658,18 @@ class _Seal:
     objective: Any
     placement: ProbePlacement | None
     rule: Recommendation
+    probe_score_noise_factor: float = 1.0
 
     def config(self, mechanisms: tuple[DPSGDMechanism, DPSGDMechanism] | None, runs_per_update: int | None,
                seed: int, counts: tuple[int, int]) -> dict[str, Any]:
         """The sealed configuration (JSON-ready): the design, both mechanisms, the seed and both drawn counts.
 
-        A placement and a rule other than today's (``None``, best-probe) are sealed too (absent otherwise, so a
-        journal of today's design resumes as before).
+        A placement, a rule and a probe score-noise factor other than today's (``None``, best-probe, 1) are sealed
+        too (absent otherwise, so a journal of today's design resumes as before).
         """
         extra: dict[str, Any] = {}
+        if self.probe_score_noise_factor != 1.0:
+            extra["probe_score_noise_factor"] = self.probe_score_noise_factor
         if self.placement is not None:
             extra["placement"] = self.placement.describe()
         if self.rule.rule != "best-probe":

@@ -24,15 +24,16 @@ if TYPE_CHECKING:
     from dphypo.simulation.family import LandscapeFamily
     from dphypo.simulation.planner import Candidate, Comparison, ComputeBudget, PlanResult, PlanRow
 
-__all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "check_designs", "plan_candidates",
-           "plan_command", "unreachable_message", "verdict"]
+__all__ = ["DEFAULT_DESIGNS", "DEFAULT_MEANS", "DESIGNS", "PLAN_HELP", "Budget", "Evaluation", "check_designs",
+           "evaluation_sentences", "plan_candidates", "plan_command", "unreachable_message", "verdict"]
 
 #: Library parameter names -> the plan options that set them (for one-line errors naming the option).
 OPTION_NAMES = {
     "landscape": "--landscape", "epsilon": "--epsilon", "delta": "--delta", "mean": "--mean", "means": "--mean",
     "runs": "--runs", "repeats": "--repeats", "seed": "--seed", "workers": "--workers",
     "max_mean_runs": "--max-mean-runs", "run_seconds": "--run-seconds", "budget_seconds": "--compute-budget",
-    "designs": "--design", "probe_family": "--probe-landscape",
+    "designs": "--design", "probe_family": "--probe-landscape", "evaluate_repeats": "--evaluate-repeats",
+    "evaluate_seed": "--evaluate-seed", "split": "--split", "splits": "--split",
 }
 
 #: ``dphypo plan --help``: one string per paragraph (typer keeps a docstring's line breaks in the help).
@@ -51,10 +52,17 @@ PLAN_HELP = (
     "and the utility-vs-compute Pareto front at the fixed ε is printed (and in --json; draw it with "
     "`dphypo plot pareto`).\n\n"
     "--design two-stage adds two-stage designs (dphypo.privacy.two_stage): the best of E[T] uniform probes, or "
-    "E[T] released probe scores, at their own larger σ, then one final run, at budget splits 0.3, 0.5 and 0.7; "
+    "E[T] released probe scores, at their own larger σ, then one final run, at budget splits 0.3, 0.5 and 0.7 "
+    "(--split); "
     "their total ε is the RDP composition of the two stages. --probe-landscape gives the probes a cheaper "
     "family (same grid, fewer epochs: each probe is accounted with its own steps and counts as its share of a run "
     "in E[runs] and compute).\n\n"
+    "The pick is chosen on the --repeats selection searches, whose best mean is biased upwards by the choice, then "
+    "reported on --evaluate-repeats fresh searches (default: as many; 0 turns this off) from streams no selection "
+    "search used, against the best uniform search with at least its expected runs on the same fresh searches "
+    "(paired where both are single-stage searches): the verdict and --json (`evaluation`) give its fresh mean, "
+    "the comparator and their difference with 95 % intervals. Calibrated σ are cached on disk by the mechanism's "
+    "description ($DPHYPO_CACHE_DIR; re-certified when read), so a plan repeated runs no calibration twice.\n\n"
     "The plan is computed from the landscapes (public data, or data whose privacy was already paid for), not from "
     "the private data of the search it plans: choose the configuration here, then run `dphypo tune` with it."
 )
@@ -75,22 +83,31 @@ def check_designs(designs: tuple[str, ...]) -> None:
 
 def plan_candidates(
     designs: tuple[str, ...], means: list[float], runs: str, *, probe_family: LandscapeFamily | None = None,
-    final_epochs: int = 10,
+    final_epochs: int = 10, splits: tuple[float, ...] | None = None,
 ) -> tuple[Candidate, ...]:
     """The candidates of the chosen designs, uniform and DP-HyPO first, then two-stage.
 
     :func:`~dphypo.simulation.planner.default_candidates` filtered by design, then
     :func:`~dphypo.simulation.planner.default_two_stage_candidates` when ``two-stage`` is asked for.
 
+    ``splits``: the two-stage budget splits (default
+    :data:`~dphypo.simulation.planner.DEFAULT_TWO_STAGE_SPLITS`), each in (0, 1), distinct.
+
     Raises:
-        ValueError: An unknown or repeated design (one line naming ``--design``).
+        ValueError: An unknown or repeated design (one line naming ``--design``), or a bad split.
     """
-    from dphypo.simulation.planner import default_candidates, default_two_stage_candidates
+    from dphypo.privacy.two_stage import check_split
+    from dphypo.simulation.planner import DEFAULT_TWO_STAGE_SPLITS, default_candidates, default_two_stage_candidates
 
     check_designs(designs)
+    splits = DEFAULT_TWO_STAGE_SPLITS if not splits else tuple(splits)
+    for split in splits:
+        check_split(split)
+    if len(set(splits)) != len(splits):
+        raise ValueError(f"split must be distinct values, got {', '.join(f'{x:g}' for x in splits)}")
     out: list[Candidate] = [x for x in default_candidates(means, runs) if x.design in designs]
     if "two-stage" in designs:
-        out += default_two_stage_candidates(means, runs, probe_family=probe_family, final_epochs=final_epochs)
+        out += default_two_stage_candidates(means, runs, splits, probe_family=probe_family, final_epochs=final_epochs)
     return tuple(out)
 
 
@@ -139,12 +156,47 @@ def plan_command(
         typer.Option("--probe-landscape", help="two-stage: a member of the probes' cheaper landscape family (same "
                      "grid, fewer epochs); repeat for every member (default: full-fidelity probes on --landscape)."),
     ] = None,
+    evaluate_repeats: Annotated[
+        int | None,
+        typer.Option("--evaluate-repeats", help="Fresh simulated searches the pick and its uniform comparators are "
+                     "reported on (default: --repeats; 0: report the selection repeats only)."),
+    ] = None,
+    evaluate_seed: Annotated[
+        int | None,
+        typer.Option("--evaluate-seed", help="Seed of the fresh searches, not --seed (default: --seed + 2^32)."),
+    ] = None,
+    split: Annotated[
+        list[float] | None,
+        typer.Option("--split", help="two-stage: a fraction of ε for the probes, in (0, 1); repeat for several "
+                     "(default: 0.3, 0.5 and 0.7)."),
+    ] = None,
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
         budget = Budget(max_mean_runs, run_seconds, compute_budget)
+        if split and "two-stage" not in (design or DEFAULT_DESIGNS):
+            raise ValueError("--split is the budget split of a two-stage design: add --design two-stage")
         _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem, budget,
-              tuple(design or DEFAULT_DESIGNS), probe_landscape)
+              tuple(design or DEFAULT_DESIGNS), probe_landscape, Evaluation(evaluate_repeats, evaluate_seed),
+              tuple(split or ()))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The fresh-repeat options as typed: ``--evaluate-repeats`` and ``--evaluate-seed``."""
+
+    repeats: int | None = None
+    seed: int | None = None
+
+    def check(self, seed: int) -> None:
+        """Refuse a negative count or seed, or fresh repeats on the selection seed, in one line."""
+        if self.repeats is not None:
+            check_non_negative_int("evaluate_repeats", self.repeats)
+        if self.seed is not None:
+            check_non_negative_int("evaluate_seed", self.seed)
+            if self.seed == seed:
+                raise ValueError(f"--evaluate-seed must differ from --seed (fresh searches draw fresh streams), got "
+                                 f"{seed} for both")
 
 
 @dataclass(frozen=True)
@@ -180,6 +232,7 @@ def _plan(
     landscape: list[str], epsilon: float, delta: float, mean: list[float] | None, runs: str, repeats: int,
     seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B", budget: Budget | None = None,
     designs: tuple[str, ...] = DEFAULT_DESIGNS, probe_landscape: list[str] | None = None,
+    evaluation: Evaluation | None = None, splits: tuple[float, ...] = (),
 ) -> None:
     """The body of ``dphypo plan``: every option is checked before the first calibration."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -192,7 +245,7 @@ def _plan(
     check_designs(designs)
     if probe_landscape and "two-stage" not in designs:
         raise ValueError("--probe-landscape is the probes' family of a two-stage design: add --design two-stage")
-    plan_candidates(designs, list(mean or DEFAULT_MEANS), runs)  # every candidate checked before a file is read
+    plan_candidates(designs, list(mean or DEFAULT_MEANS), runs, splits=splits)  # checked before a file is read
     if len(landscape) < 2:
         raise ValueError(f"--landscape must be repeated for at least 2 members of one landscape family, got "
                          f"{len(landscape)}")
@@ -200,11 +253,13 @@ def _plan(
         check_positive_int("workers", workers)
     check_positive_int("repeats", repeats)
     check_non_negative_int("seed", seed)
+    evaluation = evaluation or Evaluation()
+    evaluation.check(seed)
     family = load_family(landscape)  # one line naming the files if they are not one family
     compute = budget.resolve(family)
     probes = None if not probe_landscape else load_family(probe_landscape)
     candidates = plan_candidates(designs, list(mean or DEFAULT_MEANS), runs, probe_family=probes,
-                                 final_epochs=int(family.mechanism_metadata.get("epochs", 10)))
+                                 final_epochs=int(family.mechanism_metadata.get("epochs", 10)), splits=splits)
     columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     status = out_console(stderr=True)
     # A progress bar on a terminal only: piped or logged, it would leave blank lines around the errors and output.
@@ -212,7 +267,8 @@ def _plan(
         task = bar.add_task("planning", total=len(candidates))
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
                              adaptive_theorem=adaptive_theorem, compute=compute,
-                             progress=lambda row: bar.advance(task))
+                             progress=lambda row: bar.advance(task), evaluate_repeats=evaluation.repeats,
+                             evaluate_seed=evaluation.seed, comparator_runs=runs)
     if not any(row.feasible for row in result.rows):  # nothing to rank: one line saying why and what would run
         raise ValueError(unreachable_message(result))
     payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result)}
@@ -374,6 +430,27 @@ def _two_stage_sentences(result: PlanResult) -> list[str]:
             f"({cmp.pairing}): {judged}."]
 
 
+def evaluation_sentences(result: PlanResult) -> list[str]:
+    """The pick on fresh searches and its difference against the best uniform search of at least its compute."""
+    evaluation = result.evaluation
+    if evaluation is None:
+        return []
+    pick = evaluation.pick
+    out = [f"On {evaluation.repeats} fresh searches (seed {evaluation.seed}, not the selection's) the pick releases "
+           f"{_mean_ci(pick)} (selection: {float(evaluation.selected.mean or 0.0):.4f})."]
+    cmp, comparator = evaluation.comparison, evaluation.comparator
+    if cmp is None or comparator is None:
+        out.append(f"No uniform comparator: {evaluation.reason}.")
+        return out
+    judged = ("the pick wins" if cmp.ci95[0] > 0 else "uniform search wins" if cmp.ci95[1] < 0 else
+              "not significant")
+    considered = ", ".join(row.candidate.name for row in evaluation.uniform)
+    out.append(f"Best uniform search with at least its {pick.candidate.expected_runs:g} expected runs (of "
+               f"{considered}, on the same fresh searches): {comparator.candidate.name} {_mean_ci(comparator)}; "
+               f"pick − uniform {_difference(cmp)} ({cmp.pairing}): {judged}.")
+    return out
+
+
 def verdict(result: PlanResult) -> str:
     """One paragraph: the best configuration, the runner-up, their difference and, per E[T], uniform vs adaptive.
 
@@ -388,7 +465,8 @@ def verdict(result: PlanResult) -> str:
         return (f"No candidate can run at total ε = {result.epsilon:g} within the compute budget: every one is "
                 f"unreachable, needs a σ outside the family or is over budget (see the status column).")
     parts = [f"Best: {best.candidate.name} (σ = {best.sigma:.4f}, ε = {best.epsilon:.4f}, expected compute "
-             f"{_compute(best)}): {_mean_ci(best)}."]
+             f"{_compute(best)}): {_mean_ci(best)} on the {result.repeats} selection searches."]
+    parts += evaluation_sentences(result)
     if second is None or diff is None:
         parts.append("No runner-up: it is the only candidate that could run.")
     else:

@@ -171,8 +171,9 @@ def tune_command(
                           "two-stage; an option only a single-stage search takes (--runs/--mean/--gamma/--theta, "
                           "--sigma, --tune-fraction, --batch-size-grid/--epochs-grid) or "
                           "--strategy gp alone selects single-stage; with none, the rule of dphypo.auto_design picks "
-                          "for --epsilon (20 released probes at ε ≥ 8, 10 below, a probe selection or single-stage "
-                          "where those cannot run) and the release says why.")
+                          "for --epsilon (20 released probes at ε ≥ 8; below, 20 with noisier scores where 10 probes' "
+                          "scores would starve their training, else 10; a probe selection or single-stage where those "
+                          "cannot run) and the release says why.")
     ] = "auto",
     design_from: Annotated[
         str | None, typer.Option("--design-from", help="Run the design a `dphypo plan --json` output picked (or a "
@@ -205,6 +206,17 @@ def tune_command(
                                  "(gp-mean) or over the grid (gp-mean-grid), or gp-near-best. The release names "
                                  "the rule.")
     ] = None,
+    probe_score_noise_accuracy: Annotated[
+        float | None, typer.Option("--probe-score-noise-accuracy", help="Two-stage: std of the noise on each "
+                                   "probe's released validation accuracy (default: --score-noise-accuracy). "
+                                   "Noisier probe scores cost less ε each, so more probes fit.")
+    ] = None,
+    data_split: Annotated[
+        str, typer.Option("--data-split", help="How records are split into train / validation / test: permutation "
+                          "(default: a seeded stratified permutation) or per-record (an independent secret draw per "
+                          "record, docs/proofs/split.md; sizes are the public nominal ones, and a test accuracy on "
+                          "test records drawn from the pool is curator-only).")
+    ] = "permutation",
 ) -> None:
     """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 

@@ -311,6 +311,12 @@ def simulate_command(
     split: SplitOpt = 0.5,
     top_k: TopKOpt = 1,
     final_mean: FinalMeanOpt = None,
+    probe_score_noise_accuracy: Annotated[
+        float | None,
+        typer.Option("--probe-score-noise-accuracy", help="two-stage, released probes: std of the noise on each "
+                     "probe's released accuracy (default: the family's score noise), as dphypo tune's option; the "
+                     "calibration and the probes' simulated scores use it.")
+    ] = None,
 ) -> None:
     """``dphypo simulate`` (help: :data:`SIMULATE_HELP`).
 
@@ -347,13 +353,16 @@ def _simulate_two_stage(options: SimulateArgs) -> None:
                         options.as_json)
     design = build_design(args)
     arms = probe_arms(options.probe_strategy, options.recommend, probe_mode)
+    noise = options.probe_score_noise_accuracy
+    if noise is not None and (probe_mode != "release" or not noise > 0):
+        raise ValueError(f"--probe-score-noise-accuracy must be > 0 and needs --probe-mode release, got {noise!r}")
     if probe_mode == "select" and not options.probe_landscape:
         from dphypo.cli.two_stage import render_two_stage
 
         render_two_stage(args, run_two_stage(args, design))
         return
     render_two_stage_arms(args, options.probe_landscape, run_two_stage_arms(args, design, arms,
-                                                                             options.probe_landscape))
+                                                                             options.probe_landscape, noise))
 
 
 def probe_arms(strategies: list[str] | None, rules: list[str] | None, probe_mode: str) -> tuple[ProbeArm, ...]:
@@ -385,8 +394,13 @@ def probe_arms(strategies: list[str] | None, rules: list[str] | None, probe_mode
 
 
 def run_two_stage_arms(args: TwoStageArgs, design: TwoStage, arms: tuple[ProbeArm, ...],
-                       probe_landscape: list[str] | None) -> TwoStageArmsResult | TwoStageResult:
-    """Calibrate ``design`` on the family (probes on ``--probe-landscape``) and simulate every arm, paired."""
+                       probe_landscape: list[str] | None, probe_score_noise_accuracy: float | None = None
+                       ) -> TwoStageArmsResult | TwoStageResult:
+    """Calibrate ``design`` on the family (probes on ``--probe-landscape``) and simulate every arm, paired.
+
+    ``probe_score_noise_accuracy`` (``--probe-score-noise-accuracy``): the probes' score noise, as a multiple of the
+    family's (the final runs') score noise in the design (``dphypo tune``'s probe score-noise factor).
+    """
     import numpy as np
 
     from dphypo.simulation.family import load_family
@@ -404,8 +418,11 @@ def run_two_stage_arms(args: TwoStageArgs, design: TwoStage, arms: tuple[ProbeAr
     if args.probe_mode != "release":
         return simulate_two_stage(design, family, args.epsilon, args.delta, args.repeats,
                                   np.random.default_rng(args.seed), probe_family=probe_family)
+    factor = 1.0
+    if probe_score_noise_accuracy is not None:
+        factor = probe_score_noise_accuracy / float(family.mechanism_metadata["score_noise"])
     return simulate_two_stage_arms(design, family, args.epsilon, args.delta, args.repeats, args.seed, arms,
-                                   probe_family=probe_family)
+                                   probe_family=probe_family, probe_score_noise_factor=factor)
 
 
 def render_two_stage_arms(args: TwoStageArgs, probe_landscape: list[str] | None,
@@ -498,6 +515,7 @@ class SimulateArgs:
     split: float = 0.5
     top_k: int = 1
     final_mean: float | None = None
+    probe_score_noise_accuracy: float | None = None
 
     @property
     def strategies(self) -> list[str]:

@@ -35,7 +35,7 @@ from dphypo.cli.common import (
     out_console,
     typed_grids,
 )
-from dphypo.privacy.validation import check_non_negative, check_non_negative_int, check_positive_int
+from dphypo.privacy.validation import check_non_negative, check_non_negative_int, check_positive, check_positive_int
 
 if TYPE_CHECKING:
     from dphypo.api import SubsampledTuning, TwoStageSearchResult
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from dphypo.strategies import Strategy
     from dphypo.strategies.gp.placement import ProbePlacement
     from dphypo.train import DPSGD, DPSGDObjective, Splits
+    from dphypo.train.data import PerRecordSplit
     from dphypo.train.mechanism import DPSGDMechanism
 
 #: Total ε of the default search.
@@ -118,6 +119,8 @@ class TuneArgs:
     final_mean: float | None = None
     probe_placement: str | None = None
     recommend: str | None = None
+    probe_score_noise_accuracy: float | None = None
+    data_split: str = "permutation"
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,10 @@ class SavedModel:
     Attributes:
         path: The model file, where it will be once the release is published in ``--out``.
         sha256: Its fingerprint.
-        test_accuracy: Its accuracy on the dataset's test split (public data, not covered by ε).
+        test_accuracy: Its accuracy on the dataset's test split (public data, not covered by ε); ``None`` when the
+            test split is drawn from the protected pool (``--data-split per-record`` with a test share).
+        curator_test_accuracy: That exact accuracy when the test split is protected: curator-only, never in the
+            release (docs/proofs/split.md §6.2, assumption (T)).
         staging: The temporary folder beside ``--out`` the model was written to; :func:`record_release` adds
             ``release.json`` and moves the folder into place in one step (:mod:`dphypo.cli.outdir`).
     """
@@ -176,6 +182,7 @@ class SavedModel:
     sha256: str | None = None
     test_accuracy: float | None = None
     staging: Path | None = None
+    curator_test_accuracy: float | None = None
 
 
 class _SearchArguments(TypedDict):
@@ -199,7 +206,7 @@ TUNE_OPTION_NAMES = {
     "delta": "--delta", "epochs": "--epochs", "batch_size": "--batch-size", "max_lost": "--max-lost",
     "seed": "--seed", "executor": "--executor", "workers": "--workers", "address": "--address",
     "runs_per_update": "--runs-per-update", "journal": "--journal", "out": "--out", "engine": "--engine",
-    "pass_size": "--pass-size",
+    "pass_size": "--pass-size", "split": "--data-split", "data_split": "--data-split",
 }
 #: Run-count families ``dphypo tune`` draws T from (binomial T is for ``account``/``calibrate``).
 TUNE_RUNS = ("negbin", "geometric", "logarithmic", "poisson")
@@ -227,7 +234,7 @@ def build_request(args: TuneArgs) -> TuneRequest:
     """
     from dphypo.privacy import make_run_count
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
-    from dphypo.train.data import split_sizes
+    from dphypo.train.data import load_dataset_per_record, per_record_split_sizes, split_sizes
 
     C, c = _check_options_and_paths(args)  # before any data is touched or any noise calibrated
     loaded = load_design(args)
@@ -240,23 +247,94 @@ def build_request(args: TuneArgs) -> TuneRequest:
     space = tune_space(lrs, clips, args.batch_size_grid, args.epochs_grid)
 
     # a dry run reads no data: the split sizes follow from the datasets' public class counts
-    splits = None if args.dry_run else load_dataset(args.dataset, data_dir=args.data_dir)
-    n_train, n_val = split_sizes(args.dataset) if splits is None else (len(splits.y_train), len(splits.y_val))
+    per_record = per_record_split(args)
+    if per_record is not None:  # nominal sizes from the published pool size (docs/proofs/split.md §5)
+        splits = None if args.dry_run else load_dataset_per_record(args.dataset, per_record, data_dir=args.data_dir)
+        n_train, n_val = per_record_split_sizes(args.dataset, per_record)
+    else:
+        splits = None if args.dry_run else load_dataset(args.dataset, data_dir=args.data_dir)
+        n_train, n_val = split_sizes(args.dataset) if splits is None else (len(splits.y_train), len(splits.y_val))
     model = args.model or default_model(args.dataset)
     noise = args.score_noise_accuracy
     count_noise = noise * n_val if noise > 0 else None  # the mechanism's unit: counts (sensitivity 1)
     training = DPSGD(batch_size=args.batch_size, epochs=args.epochs, n_train=n_train, n_val=n_val,
-                     score_noise=count_noise, secure_mode=args.secure_mode)
+                     score_noise=count_noise, secure_mode=args.secure_mode,
+                     split_rule=None if per_record is None else per_record.rule)
     tau = DEFAULT_TAU if args.tau is None else args.tau
     beta = DEFAULT_BETA if args.beta is None else args.beta
     strategy = make_strategy(args.strategy, C=C, c=c, tau=tau, beta=beta)
     # trains under run.mechanism; in vectorised passes unless --engine opacus
     objective = DPSGDObjective(args.dataset, model, data_dir=args.data_dir, engine=tune_engine(args),
-                               pass_size=args.pass_size)
+                               pass_size=args.pass_size, split=per_record)
     epsilon = DEFAULT_EPSILON if args.epsilon is None and args.sigma is None else args.epsilon
     request = TuneRequest(args, epsilon, runs, space, splits, model, training, strategy, tau, beta, objective,
                           two_stage, probe_epochs)
     return with_design(request, loaded)
+
+
+#: ``--data-split`` values: today's seeded stratified permutation, or a secret independent draw per record.
+DATA_SPLITS = ("permutation", "per-record")
+_PER_RECORD_TAG = 0x5350_4C54  # "SPLT": the split seed's stream under a curator's --seed
+
+
+def per_record_split(args: TuneArgs) -> PerRecordSplit | None:
+    """The per-record split of ``--data-split per-record`` (docs/proofs/split.md), ``None`` for ``permutation``.
+
+    Each record's side is an independent draw (shares 0.6 / 0.2 / 0.2 of the pool; for datasets with an official
+    test set that set is the test split and the pool is shared 0.8 / 0.2). Its seed is the search's secret
+    (privacy rule 6): drawn from ``--seed`` when the curator gave one, else read back from the journal of a resumed
+    search (sealed in it with the objective), else 128 bits of fresh OS entropy. Never released.
+
+    Raises:
+        ValueError: An unknown ``--data-split``, or ``per-record`` with ``--tune-fraction``.
+    """
+    from dphypo.train.data import PerRecordSplit
+
+    if args.data_split not in DATA_SPLITS:
+        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {args.data_split!r}")
+    if args.data_split == "permutation":
+        return None
+    if args.tune_fraction is not None:  # its Poisson masks per split are not checked under Theorem S yet
+        raise ValueError("--data-split per-record does not combine with --tune-fraction yet (docs/proofs/split.md "
+                         "§8, item 5); use --data-split permutation")
+    test = 0.0 if args.dataset in ("mnist", "fashion-mnist", "cifar10") else 0.2
+    seed: int | None
+    if args.seed is not None:
+        import numpy as np
+
+        state = np.random.SeedSequence([int(args.seed), _PER_RECORD_TAG]).generate_state(4, dtype=np.uint32)
+        seed = int.from_bytes(state.tobytes(), "little")  # 128 bits, a stream of the curator's secret seed
+    else:
+        seed = _journaled_split_seed(args.journal)
+    return PerRecordSplit("draw", val_fraction=0.2, test_fraction=test, seed=seed)
+
+
+def _journaled_split_seed(journal: str | None) -> int | None:
+    """The per-record split's seed sealed in a resumed search's journal (``None``: a new search)."""
+    if journal is None or not Path(journal).is_file() or Path(journal).stat().st_size == 0:
+        return None
+    from dphypo.search.storage import SQLiteJournal
+
+    with SQLiteJournal.open(journal, read_only=True) as opened:
+        sealed = opened.sealed()
+    found = None if sealed is None else _find_split_seed(sealed.config)
+    return None if found is None else int(found)
+
+
+def _find_split_seed(node: Any) -> int | None:
+    if isinstance(node, dict):
+        if node.get("type") == "dphypo.train.data.PerRecordSplit" and isinstance(node.get("seed"), int):
+            return int(node["seed"])
+        values: Any = node.values()
+    elif isinstance(node, list):
+        values = node
+    else:
+        return None
+    for value in values:
+        found = _find_split_seed(value)
+        if found is not None:
+            return found
+    return None
 
 
 def with_design(request: TuneRequest, loaded: Design | None = None) -> TuneRequest:
@@ -282,7 +360,8 @@ def with_design(request: TuneRequest, loaded: Design | None = None) -> TuneReque
                                      two_stage_only=args.design == "two-stage")
     elif request.two_stage is not None:
         placement, rule = probe_placement(args)
-        design = TwoStageSearch(request.two_stage, request.strategy, args.probe_epochs, placement, rule)
+        design = TwoStageSearch(request.two_stage, request.strategy, args.probe_epochs, placement, rule,
+                                probe_noise_factor(args))
         reason = (f"the two-stage options given ({', '.join(_two_stage_options(args))})" if args.design == "auto"
                   else "--design two-stage")
     elif args.tune_fraction is not None:
@@ -366,6 +445,7 @@ def _two_stage_options(args: TuneArgs) -> list[str]:
         "--probe-epochs": args.probe_epochs is not None, "--split": args.split != 0.5, "--top-k": args.top_k != 1,
         "--final-mean": args.final_mean is not None, "--probe-placement": args.probe_placement is not None,
         "--recommend": args.recommend is not None,
+        "--probe-score-noise-accuracy": args.probe_score_noise_accuracy is not None,
     }
     return [option for option, present in given.items() if present]
 
@@ -399,6 +479,20 @@ def probe_placement(args: TuneArgs) -> tuple[ProbePlacement | None, str]:
     return placement, rule
 
 
+def probe_noise_factor(args: TuneArgs) -> float:
+    """``--probe-score-noise-accuracy`` as a multiple of ``--score-noise-accuracy`` (1 when not given).
+
+    Raises:
+        ValueError: A value not > 0, or one without a score noise to scale (``--score-noise-accuracy 0``).
+    """
+    if args.probe_score_noise_accuracy is None:
+        return 1.0
+    check_positive("--probe-score-noise-accuracy", args.probe_score_noise_accuracy)
+    if not args.score_noise_accuracy > 0:
+        raise ValueError("--probe-score-noise-accuracy needs a private score release: set --score-noise-accuracy > 0")
+    return args.probe_score_noise_accuracy / args.score_noise_accuracy
+
+
 def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
     """The two-stage design ``--design`` and its options describe, or ``None`` for a single-stage search.
 
@@ -429,6 +523,7 @@ def resolve_design(args: TuneArgs, C: float, c: float) -> TwoStage | None:
         raise ValueError(f"--design two-stage does not take {', '.join(single)} (options of a single-stage search): "
                          "drop them, or use --design single")
     probe_placement(args)  # refused here, before any data is read
+    probe_noise_factor(args)
     probes = float(DEFAULT_PROBES) if args.probes is None else args.probes
     if args.strategy == "uniform":
         C, c = 1.0, 1.0
@@ -524,9 +619,11 @@ def _two_stage_dry_run(request: TuneRequest) -> dict[str, Any]:
 
     design, args = request.two_stage, request.args
     assert design is not None and request.probe_epochs is not None and request.epsilon is not None
+    factor = getattr(request.design, "probe_score_noise_factor", 1.0)
     probe, final, report = charged_mechanisms(request.training, design, probe_epochs=request.probe_epochs,
-                                              epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost)
-    rows = [{"stage": stage, **HeterogeneousDPSGD.describe_mechanism(mechanism)}
+                                              epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost,
+                                              probe_score_noise_factor=factor)
+    rows = [{"stage": stage, **HeterogeneousDPSGD.describe_mechanism(mechanism), "score_noise": mechanism.score_noise}
             for stage, mechanism in (("probes", probe), ("final", final))]
     return {"dry_run": True, "design": design.describe(), **_design_payload(request), "candidates": rows,
             "reference": None,
@@ -627,7 +724,8 @@ def _search(request: TuneRequest, options: SearchOptions) -> SearchResult:
                               probe_epochs=request.probe_epochs, epsilon=request.epsilon, delta=args.delta,
                               strategy=request.strategy, max_lost=args.max_lost, options=options,
                               placement=None if design is None else design.placement,
-                              recommend="best-probe" if design is None else design.recommend)
+                              recommend="best-probe" if design is None else design.recommend,
+                              probe_score_noise_factor=1.0 if design is None else design.probe_score_noise_factor)
     common: _SearchArguments = {
         "epsilon": request.epsilon, "sigma": args.sigma, "delta": args.delta, "runs": request.runs,
         "strategy": request.strategy, "max_lost": args.max_lost, "options": options,
@@ -652,8 +750,11 @@ def save_model(request: TuneRequest, release: Release) -> SavedModel:
     staging = staging_folder(out_dir)
     release.artifact.save(staging / MODEL_FILE)
     assert request.splits is not None  # loaded for every search that trains
-    return SavedModel(out_dir / MODEL_FILE, file_sha256(staging / MODEL_FILE),
-                      release.artifact.test_accuracy(request.splits), staging)
+    accuracy = release.artifact.test_accuracy(request.splits)
+    rule = request.splits.split_rule
+    if rule is not None and rule.test > 0:  # test records drawn from the protected pool: curator-only (§6.2, (T))
+        return SavedModel(out_dir / MODEL_FILE, file_sha256(staging / MODEL_FILE), None, staging, accuracy)
+    return SavedModel(out_dir / MODEL_FILE, file_sha256(staging / MODEL_FILE), accuracy, staging)
 
 
 def release_payload(request: TuneRequest, result: SearchResult, saved: SavedModel, seconds: float
@@ -704,6 +805,9 @@ def record_release(args: TuneArgs, payload: dict[str, Any], saved: SavedModel) -
 def render_release(request: TuneRequest, result: SearchResult, saved: SavedModel, payload: dict[str, Any]) -> None:
     """Print the release: one JSON object with ``--json``, else its table (and the curator-only trials)."""
     args = request.args
+    if saved.curator_test_accuracy is not None:  # never in the release: the test records are protected
+        typer.echo(f"curator-only (not in release.json, not covered by ε): exact test accuracy of the released model "
+                   f"{saved.curator_test_accuracy:.4f} on the protected test split", err=True)
     if args.as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
         return

@@ -223,15 +223,20 @@ def _check_reachable(at: _SearchAtSigma, target_epsilon: float, sigma_bounds: tu
                      coarse: _SearchAtSigma | None = None) -> None:
     """Refuse a target that no σ in ``sigma_bounds`` meets, saying why (before any root finding).
 
-    With a ``coarse`` accounting the largest σ is tried on it first; only a coarse excess is confirmed at full
-    precision before refusing (a target met there coarsely but not finely is refused by the root finding).
+    With a ``coarse`` accounting the σ → ∞ floor and the largest σ are tried on it first; only a coarse excess is
+    confirmed at full precision before refusing (a target met there coarsely but not finely is refused by the root
+    finding).
 
     Raises:
         CalibrationError: Even infinite noise exceeds the target (the run count and log(C/c) alone cost more), or
             the largest σ considered does, because a part of the run does not shrink with σ or the runs need more
             noise than that.
     """
-    floor = at.infinite_noise_epsilon(sigma_bounds[1])
+    # The σ → ∞ floor only decides this message: when the coarse accounting meets the target there, the fine one is
+    # not asked (a target that only the coarse accounting meets is refused by the root finding, as below).
+    coarse_floor = None if coarse is None else coarse.infinite_noise_epsilon(sigma_bounds[1])
+    floor = at.infinite_noise_epsilon(sigma_bounds[1]) if coarse_floor is None or coarse_floor >= target_epsilon \
+        else coarse_floor
     if floor >= target_epsilon:
         raise CalibrationError(
             f"target epsilon={target_epsilon:g} is unreachable: with delta={at.delta:g} the search itself costs at "

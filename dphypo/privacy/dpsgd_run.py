@@ -119,23 +119,16 @@ def dpsgd_run_profile(
     Raises:
         ProfileTooLargeError: The training PLD cannot fit ``max_points`` even at the coarsest grid.
     """
-    from dp_accounting import privacy_accountant
-    from dp_accounting.pld import privacy_loss_distribution
-
     from dphypo.privacy.events import gaussian_event
+    from dphypo.privacy.profiles import gaussian_step_pld
 
     _check_score_noise(score_noise)
     training = dpsgd_profile(sigma, sample_rate, steps, discretization=discretization, max_points=max_points)
     if score_noise is None:
         return training
-    score = privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=float(score_noise),
-        sensitivity=1.0,
-        pessimistic_estimate=True,
-        value_discretization_interval=training.discretization,  # coarser if the training PLD was capped
-        use_connect_dots=True,
-        neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    )
+    # dp_accounting's from_gaussian_mechanism(score_noise, sensitivity 1, pessimistic, connect-the-dots, add/remove)
+    # at the training PLD's interval (coarser if it was capped), dense and cached (the same for every σ).
+    score = gaussian_step_pld(float(score_noise), 1.0, training.discretization)
     score_event = gaussian_event(float(score_noise), 1.0)
     return training.compose(
         PldProfile(score, f"Gaussian score count (std={float(score_noise):g}, sensitivity 1)", score_event)

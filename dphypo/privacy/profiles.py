@@ -69,6 +69,7 @@ __all__ = [
     "dpsgd_discretization",
     "dpsgd_profile",
     "dpsgd_profile_or_skip",
+    "gaussian_step_pld",
     "hockey_stick",
     "profile_or_skipped",
 ]
@@ -85,7 +86,7 @@ MAX_PLD_POINTS = 2**21
 #: Coarsest discretisation :func:`dpsgd_discretization` uses; a PLD that needs a coarser grid is refused
 #: (:class:`ProfileTooLargeError`) and the accountant reports the RDP bound instead.
 MAX_DISCRETIZATION = 0.1
-# Grid points of one *step* (dp_accounting builds it in a Python loop, ≈ 10 µs per point): ≤ 2.6 s.
+# Grid points of one *step* (≈ 0.5 µs per point on arrays, gaussian_pld; dp_accounting's own loop took ≈ 10 µs).
 _MAX_STEP_POINTS = 2**18
 # Above this many points per step, the composed size is first estimated on a coarse probe grid of this size.
 _PROBE_STEP_POINTS = 2**14
@@ -274,8 +275,8 @@ class PldProfile(PrivacyProfile):
     """The profile of a dp_accounting ``PrivacyLossDistribution`` (max over its remove and add PLDs).
 
     dp_accounting's vectorised ``get_delta_for_epsilon`` is a Python loop over the whole grid (≈ 1 s per call
-    for a 4·10⁵-point DP-SGD PLD); the same formula is evaluated here from suffix sums (µs per ε), and checked
-    against dp_accounting's scalar path at construction.
+    for a 4·10⁵-point DP-SGD PLD); the same formula is evaluated here from suffix sums (µs per ε), built on first
+    use and then checked against dp_accounting's scalar path.
 
     Args:
         pld: A ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``; it must have been
@@ -288,12 +289,22 @@ class PldProfile(PrivacyProfile):
     pld: Any
     name: str = "PLD"
     event: DpEvent | None = None  # a field here, a property on PrivacyProfile
-    _tables: tuple[_LossTable, ...] = field(init=False, repr=False, default=())
+    _table_cache: tuple[_LossTable, ...] | None = field(init=False, repr=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         _set_event(self)
+
+    @property
+    def _tables(self) -> tuple[_LossTable, ...]:
+        """The suffix-sum tables of both directions, built (and checked) on first use.
+
+        A profile that is only composed further (a run's training PLD before its score release) never pays for them.
+        """
+        if self._table_cache is not None:
+            return self._table_cache
         pmfs = [self.pld._pmf_remove] if self.pld._symmetric else [self.pld._pmf_remove, self.pld._pmf_add]
-        object.__setattr__(self, "_tables", tuple(_LossTable.from_pmf(p) for p in pmfs))
+        tables = tuple(_LossTable.from_pmf(p) for p in pmfs)
+        object.__setattr__(self, "_table_cache", tables)
         probe = np.array([-0.5, 0.0, 0.5, 2.0])
         ours = self.delta(probe)
         reference = np.array([float(self.pld.get_delta_for_epsilon(float(e))) for e in probe])
@@ -301,10 +312,12 @@ class PldProfile(PrivacyProfile):
         # to slightly negative values while the suffix sums keep that mass (ours is the larger, conservative); a
         # changed internal would differ far above that level.
         if not np.allclose(ours, np.clip(reference, 0.0, 1.0), rtol=1e-9, atol=1e-14):
+            object.__setattr__(self, "_table_cache", None)
             raise RuntimeError(
                 f"PLD table disagrees with dp_accounting's get_delta_for_epsilon: {ours!r} vs {reference!r}; "
                 "the installed dp_accounting changed its PLD internals"
             )
+        return tables
 
     @property
     def label(self) -> str:
@@ -349,7 +362,9 @@ class PldProfile(PrivacyProfile):
             from dphypo.privacy.events import compose_events
 
             event = compose_events(self.event, other.event)  # ComposedDpEvent([...]), flattened, in order
-        return PldProfile(self.pld.compose(other.pld), f"{self.name} + {other.name}", event)
+        from dphypo.privacy.gaussian_pld import compose  # dp_accounting's compose, its tail truncation on arrays
+
+        return PldProfile(compose(self.pld, other.pld), f"{self.name} + {other.name}", event)
 
 
 class ProfileTooLargeError(DphypoError, ValueError):
@@ -410,25 +425,40 @@ def _set_event(profile: PrivacyProfile) -> None:
 
 @lru_cache(maxsize=8)
 def _step_pld(sigma: float, sample_rate: float, discretization: float) -> Any:
-    """One step's PLD (Poisson-subsampled Gaussian, add/remove, pessimistic connect-the-dots)."""
-    from dp_accounting import privacy_accountant
-    from dp_accounting.pld import privacy_loss_distribution
+    """One step's PLD (Poisson-subsampled Gaussian, add/remove, pessimistic connect-the-dots), dense PMFs.
 
-    pld = privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=sigma,
-        sensitivity=1.0,
-        pessimistic_estimate=True,
-        value_discretization_interval=discretization,
-        sampling_prob=sample_rate,
-        use_connect_dots=True,
-        neighboring_relation=privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    )
-    # Dense PMFs self-compose by repeated squaring (FFT). dp_accounting keeps a PMF of a few points sparse and then
-    # composes it pairwise, `steps` times, as long as size**steps stays small: a one-point PMF (huge σ) with
-    # 10¹² steps would take 10¹² Python iterations. Same values, bounded time.
-    remove = pld._pmf_remove.to_dense_pmf()
-    add = None if pld._symmetric else pld._pmf_add.to_dense_pmf()
-    return privacy_loss_distribution.PrivacyLossDistribution(remove, add)
+    dp_accounting's ``from_gaussian_mechanism(σ, sensitivity=1, pessimistic_estimate=True, sampling_prob=q,
+    use_connect_dots=True, neighboring_relation=ADD_OR_REMOVE_ONE)``, built on arrays by
+    :func:`~dphypo.privacy.gaussian_pld.subsampled_gaussian_pld` (same PMFs; tests/privacy/test_gaussian_pld.py).
+    Dense PMFs self-compose by FFT: dp_accounting keeps a PMF of a few points sparse and then composes it pairwise,
+    `steps` times, as long as size**steps stays small (a one-point PMF at huge σ with 10¹² steps would take 10¹²
+    Python iterations).
+    """
+    from dphypo.privacy.gaussian_pld import subsampled_gaussian_pld
+
+    return subsampled_gaussian_pld(sigma, sample_rate, discretization)
+
+
+def gaussian_step_pld(sigma: float, sample_rate: float, discretization: float) -> Any:
+    """The pessimistic add/remove PLD of the Poisson-subsampled Gaussian mechanism (q = 1: the Gaussian), dense.
+
+    dp_accounting's ``from_gaussian_mechanism(standard_deviation=σ, sensitivity=1, pessimistic_estimate=True,
+    value_discretization_interval=d, sampling_prob=q, use_connect_dots=True)`` with its PMFs in dense form (the
+    same δ(ε), and the same result when composed with a dense PLD), built on arrays and cached (one DP-SGD step,
+    or a run's Gaussian score release).
+
+    Args:
+        sigma: Noise standard deviation over sensitivity, > 0.
+        sample_rate: Poisson sampling rate q ∈ (0, 1].
+        discretization: Privacy-loss grid interval > 0.
+
+    Returns:
+        A ``dp_accounting`` ``PrivacyLossDistribution`` of ``DensePLDPmf`` (treat it as read-only: it is shared).
+    """
+    check_positive("sigma", sigma)
+    check_probability("sample_rate", sample_rate, allow_one=True)
+    check_positive("discretization", discretization)
+    return _step_pld(float(sigma), float(sample_rate), float(discretization))
 
 
 def _step_loss_width(sigma: float, sample_rate: float) -> float:
@@ -452,22 +482,14 @@ def _step_loss_width(sigma: float, sample_rate: float) -> float:
 def _composed_points(step: Any, steps: int) -> int:
     """Grid points of the larger direction of ``step`` self-composed ``steps`` times (= the FFT length).
 
-    Uses dp_accounting's own truncation bounds (``common.compute_self_convolve_bounds``, the Chernoff bound that
-    ``DensePLDPmf.self_compose`` applies with tail mass 1e-15), so it is exactly the size the composition will
+    Uses dp_accounting's truncation bounds (``common.compute_self_convolve_bounds``, the Chernoff bound that
+    ``DensePLDPmf.self_compose`` applies with tail mass 1e-15, evaluated by
+    :func:`~dphypo.privacy.gaussian_pld.self_convolve_bounds`), so it is exactly the size the composition will
     allocate, computed in milliseconds before any FFT.
     """
-    from dp_accounting.pld import common
+    from dphypo.privacy.gaussian_pld import composed_size
 
-    pmfs = [step._pmf_remove] if step._symmetric else [step._pmf_remove, step._pmf_add]
-    points = 0
-    for pmf in pmfs:
-        probs = pmf.to_dense_pmf()._probs
-        size = probs.size
-        if steps > 1:
-            lo, hi = common.compute_self_convolve_bounds(probs, steps, _TAIL_MASS_TRUNCATION)
-            size = max(hi - lo + 1, size)
-        points = max(points, int(size))
-    return points
+    return composed_size(step, steps, _TAIL_MASS_TRUNCATION)
 
 
 def dpsgd_discretization(
@@ -545,9 +567,10 @@ def _check_dpsgd(sigma: float, sample_rate: float, steps: int, discretization: f
 @lru_cache(maxsize=4)
 def _dpsgd_profile(sigma: float, sample_rate: float, steps: int, interval: float, requested: float) -> PldProfile:
     from dphypo.privacy.events import dpsgd_event
+    from dphypo.privacy.gaussian_pld import self_compose
 
     step = _step_pld(sigma, sample_rate, interval)
-    pld = step if steps == 1 else step.self_compose(steps, tail_mass_truncation=_TAIL_MASS_TRUNCATION)
+    pld = step if steps == 1 else self_compose(step, steps, _TAIL_MASS_TRUNCATION)
     grid = f"PLD {interval:g}" if interval == requested else f"PLD {interval:.3g}, coarsened from {requested:g}"
     label = f"DP-SGD(sigma={sigma:g}, q={sample_rate:g}, steps={steps}) [{grid}]"
     return PldProfile(pld, label, dpsgd_event(sigma, sample_rate, steps))

@@ -322,7 +322,9 @@ def _pld_bound(
         )
     probes = stage1.probes + charged[0]
     final_runs = 1 + charged[1]
-    pld = probe_profile.pld.self_compose(probes).compose(final_profile.pld.self_compose(final_runs))
+    from dphypo.privacy.gaussian_pld import compose, self_compose  # dp_accounting's, with loops on arrays
+
+    pld = compose(self_compose(probe_profile.pld, probes), self_compose(final_profile.pld, final_runs))
     return PldProfile(pld, f"{probes} probe(s) + {final_runs} final run(s)").epsilon(delta)
 
 
@@ -341,8 +343,9 @@ def account_two_stage(
     """Total (ε, δ) of a two-stage search (module docstring): stage curves composed in RDP, and the PLD where valid.
 
     Args:
-        probe: RDP curve of one probe run (training at probe fidelity and its score release), valid for every
-            probe the design can place.
+        probe: RDP curve of one probe run (training at probe fidelity and its score release at the probes' own
+            score noise, which may exceed the final run's: α/(2·s_probe²) per released score, Mironov 2017,
+            Prop. 7), valid for every probe the design can place.
         final: RDP curve of one final run (training and, for a final selection, its score release), on the same
             orders as ``probe``.
         stage1: :class:`ProbeSelection` or :class:`ProbeRelease`.

@@ -27,6 +27,16 @@ never picked; :attr:`PlanResult.pareto_front` lists the rows no cheaper row matc
 utility-vs-compute front at the plan's fixed ε). Each candidate names its ``design`` (``"uniform"`` or
 ``"dp-hypo"``), the axis along which other search designs (e.g. two-stage searches) join a plan.
 
+Fresh repeats (:class:`PlanEvaluation`): the best of many rows on the selection repeats is biased upwards (the
+winner's curse), so :func:`plan_search` re-simulates the pick on ``evaluate_repeats`` fresh repeats, drawn from a seed
+no selection repeat uses, together with every uniform search whose expected runs are at least the pick's, and reports
+the pick's fresh mean and its difference against the best of those uniform searches on the same fresh repeats.
+
+Calibrations: a plan calibrates every distinct candidate once, in the executor's workers; single-stage σ
+(:func:`~dphypo.simulation.equal_epsilon.arm_calibration`) and two-stage σ pairs
+(:func:`~dphypo.simulation.two_stage.calibrate_design`, memoised by :func:`two_stage_calibration`) are cached on
+disk by the mechanism's description (:mod:`dphypo.api.calibration_cache`), so a repeated plan recalibrates nothing.
+
 Differences (:func:`compare_rows`): every candidate of one plan runs the same repeats with the same study seed, so
 repeat r of every candidate uses the same random streams (:func:`dphypo.simulation.batched.repeat_streams`), and of
 two candidates with the same run-count law also the same T. The pairs (value_r of one, value_r of the other) are then
@@ -38,9 +48,11 @@ streams (different seeds) are compared with Welch's unequal-variance interval.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -49,7 +61,14 @@ from scipy import stats
 
 from dphypo.privacy import CalibrationError, RepeatAndSelect, RunCountDistribution, make_run_count
 from dphypo.privacy.adaptive import check_adaptive_theorem
-from dphypo.privacy.two_stage import FinalRun, ProbeRelease, ProbeSelection, TwoStage, TwoStageDesignError
+from dphypo.privacy.two_stage import (
+    FinalRun,
+    ProbeRelease,
+    ProbeSelection,
+    TwoStage,
+    TwoStageCalibration,
+    TwoStageDesignError,
+)
 from dphypo.privacy.validation import (
     check_delta,
     check_non_negative_int,
@@ -72,11 +91,13 @@ __all__ = [
     "DEFAULT_GPUCB_BOUNDS",
     "DEFAULT_TOP_MASSES",
     "DEFAULT_TWO_STAGE_SPLITS",
+    "EVALUATION_SEED_OFFSET",
     "PLAN_RUN_COUNTS",
     "Candidate",
     "Comparison",
     "ComputeBudget",
     "PlanCandidate",
+    "PlanEvaluation",
     "PlanResult",
     "PlanRow",
     "RowStatus",
@@ -88,6 +109,7 @@ __all__ = [
     "family_run_seconds",
     "plan_search",
     "strategy_label",
+    "two_stage_calibration",
     "welch_ci95",
 ]
 
@@ -103,6 +125,11 @@ RowStatus = Literal["ok", "unreachable", "outside family"]
 
 #: Spawn key of the two-stage rows' random streams (distinct from the repeat streams' keys).
 _TWO_STAGE_STREAM = 2_024
+
+#: The fresh repeats' seed is the selection seed plus this when not given: disjoint from every selection seed below
+#: 2**32 and never equal to the plan's own (repeat streams are keyed by the seed, :func:`~dphypo.simulation.batched
+#: .repeat_streams`).
+EVALUATION_SEED_OFFSET = 2**32
 
 #: Budget splits (fraction of ε to the probes) of :func:`default_two_stage_candidates`.
 DEFAULT_TWO_STAGE_SPLITS: tuple[float, ...] = (0.3, 0.5, 0.7)
@@ -605,6 +632,66 @@ def compare_rows(first: PlanRow, second: PlanRow) -> Comparison:
 
 
 @dataclass(frozen=True, eq=False)
+class PlanEvaluation:
+    """The pick on fresh repeats, against the best uniform search with at least its expected compute.
+
+    The pick is the best of many candidates on the selection repeats, so its mean there is biased upwards (the
+    winner's curse). Re-simulated on ``repeats`` fresh searches, from a seed no selection repeat of the plan used,
+    its mean is an unbiased estimate of what it releases. The comparator is chosen among the uniform searches whose
+    expected runs are at least the pick's (the plan's own uniform rows, or a uniform search at exactly the pick's
+    expected runs when the plan has none), all evaluated on the same fresh repeats, as the one with the best fresh
+    mean: a choice that favours the comparator, never the pick.
+
+    Attributes:
+        selected: The pick's row on the selection repeats.
+        pick: The pick on the fresh repeats (same candidate and σ; ``seed`` the evaluation seed).
+        uniform: The uniform searches with at least the pick's expected runs on the same fresh repeats, best first
+            (the comparator is the first).
+        comparison: pick − comparator on the fresh repeats (:func:`compare_rows`: paired when both draw from the
+            repeat streams, a two-stage pick against uniform search is Welch's), or ``None`` without a comparator.
+        reason: Why there is no comparator (one line), ``""`` otherwise.
+        repeats: Fresh repeats.
+        seed: Seed of the fresh repeats (never the selection seed).
+    """
+
+    selected: PlanRow
+    pick: PlanRow
+    uniform: tuple[PlanRow, ...]
+    comparison: Comparison | None
+    reason: str
+    repeats: int
+    seed: int
+
+    @property
+    def comparator(self) -> PlanRow | None:
+        """The best uniform search with at least the pick's expected runs, on the fresh repeats, or ``None``."""
+        return self.uniform[0] if self.uniform else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the pick's fresh mean and interval, the comparator, and their difference with its interval."""
+        pick, comparator, cmp = self.pick, self.comparator, self.comparison
+
+        def summary(row: PlanRow) -> dict[str, Any]:
+            ci = row.ci95 if row.ci95 is not None else (math.nan, math.nan)
+            return {"name": row.candidate.name, "design": row.candidate.design,
+                    "expected_runs": row.candidate.expected_runs, "expected_compute": row.expected_compute,
+                    "sigma": row.sigma, "probe_sigma": row.probe_sigma,
+                    "mean": finite_or_none(float(row.mean or 0.0)),
+                    "ci95": [finite_or_none(ci[0]), finite_or_none(ci[1])]}
+
+        return {
+            "repeats": self.repeats, "seed": self.seed,
+            "pick": summary(pick),
+            "selection_mean": finite_or_none(float(self.selected.mean or 0.0)),
+            "selection_repeats": self.selected.repeats, "selection_seed": self.selected.seed,
+            "uniform_comparator": None if comparator is None else summary(comparator),
+            "uniform_considered": [summary(row) for row in self.uniform],
+            "difference_vs_uniform": None if cmp is None else cmp.to_dict(),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, eq=False)
 class PlanResult:
     """The outcome of :func:`plan_search`.
 
@@ -619,6 +706,8 @@ class PlanResult:
         seconds: Wall time of the plan.
         adaptive_theorem: The accounting every candidate was calibrated with (:func:`plan_search`).
         compute: The compute budget the plan picks under (rows over it are shown, never picked).
+        evaluation: The pick re-simulated on fresh repeats against the best uniform search of at least its compute
+            (:class:`PlanEvaluation`), or ``None`` when not asked for (``evaluate_repeats=0``) or nothing was picked.
     """
 
     epsilon: float
@@ -631,6 +720,7 @@ class PlanResult:
     seconds: float = 0.0
     adaptive_theorem: str = "B"
     compute: ComputeBudget = ComputeBudget()
+    evaluation: PlanEvaluation | None = None
 
     @property
     def ranked(self) -> tuple[PlanRow, ...]:
@@ -735,6 +825,7 @@ class PlanResult:
                  "difference": None if cmp is None else cmp.to_dict()}
                 for m, u, a, cmp in self.by_expected_runs()
             ],
+            "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
         }
 
 
@@ -762,23 +853,125 @@ def _outside(family: LandscapeFamily, sigma: float, epsilon: float, what: str = 
             f"build a member there (dphypo landscape build --sigma)")
 
 
-def _calibrated_two_stage_row(
-    family: LandscapeFamily, epsilon: float, delta: float, candidate: TwoStageCandidate, seed: int
-) -> PlanRow:
-    """A two-stage candidate's σ pair for the total ε (RDP composition of its stages) and its status."""
-    probes = family if candidate.probe_family is None else candidate.probe_family
+@functools.lru_cache(maxsize=512)
+def two_stage_calibration(
+    design: TwoStage, epsilon: float, delta: float, final_metadata: str, probe_metadata: str
+) -> TwoStageCalibration:
+    """:func:`~dphypo.simulation.two_stage.calibrate_design` of a design on two families, memoised in this process.
+
+    σ of both stages depends only on the description of the mechanisms (q, steps, score noise of a probe and of a
+    final run), the design and (ε, δ): ``calibrate_design`` caches it on disk by that description (the calibration
+    ``tune`` runs, re-certified when read), and this memo spares even the re-certification when a plan, its
+    evaluation or a benchmark asks again in one process.
+
+    Args:
+        design: The design.
+        epsilon: Total ε.
+        delta: δ.
+        final_metadata: The final runs' family's mechanism metadata as canonical JSON (hashable), e.g.
+            ``json.dumps(family.mechanism_metadata, sort_keys=True)``.
+        probe_metadata: The probes' family's, likewise (the final one for full-fidelity probes).
+
+    Returns:
+        The calibration (both σ and the report there).
+
+    Raises:
+        CalibrationError: No σ pair meets ε.
+        TwoStageDesignError: A refused design or fidelity.
+    """
+    return calibrate_design(design, epsilon, delta, json.loads(final_metadata), json.loads(probe_metadata))
+
+
+@dataclass(frozen=True)
+class _CalibrationJob:
+    """What one candidate's σ depends on (small and picklable: the calibrations may run in worker processes).
+
+    Attributes:
+        epsilon: Total ε.
+        delta: δ.
+        final_metadata: The family's mechanism metadata as canonical JSON (:func:`_canonical`).
+        probe_metadata: The probes' family's, for a two-stage design (its own or the family's), else ``None``.
+        adaptive_theorem: The accounting of a single-stage candidate.
+        run_count: A single-stage candidate's law of T (``None`` for a two-stage design).
+        bounds: A single-stage candidate's ``(C, c)``.
+        design: A two-stage candidate's design (``None`` otherwise).
+    """
+
+    epsilon: float
+    delta: float
+    final_metadata: str
+    probe_metadata: str | None = None
+    adaptive_theorem: str = "B"
+    run_count: RunCountDistribution | None = None
+    bounds: tuple[float, float] = (1.0, 1.0)
+    design: TwoStage | None = None
+
+
+@dataclass(frozen=True)
+class _Calibrated:
+    """A job's outcome: the σ (pair) and the report's summary, or why no σ meets ε (``error``)."""
+
+    error: str = ""
+    sigma: float | None = None
+    probe_sigma: float | None = None
+    sigma_tolerance: float | None = None
+    epsilon: float | None = None
+    method: str | None = None
+    theorem: str | None = None
+
+
+def _calibration_job(family: LandscapeFamily, epsilon: float, delta: float, candidate: Candidate,
+                     adaptive_theorem: str) -> _CalibrationJob:
+    """The job that calibrates ``candidate`` on ``family``."""
+    final = _canonical(family.mechanism_metadata)
+    if isinstance(candidate, TwoStageCandidate):
+        probes = family if candidate.probe_family is None else candidate.probe_family
+        return _CalibrationJob(epsilon, delta, final, _canonical(probes.mechanism_metadata), design=candidate.two_stage)
+    return _CalibrationJob(epsilon, delta, final, adaptive_theorem=adaptive_theorem, run_count=candidate.run_count,
+                           bounds=candidate.bounds)
+
+
+def _calibrate(job: _CalibrationJob) -> _Calibrated:
+    """Run one calibration job (module level: an executor's workers run it); a refusal is an outcome, not raised."""
     try:
-        calibration = calibrate_design(candidate.two_stage, epsilon, delta, family.mechanism_metadata,
-                                       probes.mechanism_metadata)
+        if job.design is not None:
+            assert job.probe_metadata is not None
+            pair = two_stage_calibration(job.design, job.epsilon, job.delta, job.final_metadata, job.probe_metadata)
+            report = pair.report
+            theorem = f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}; composed ({report.method})"
+            return _Calibrated(sigma=pair.final_sigma, probe_sigma=pair.probe_sigma, epsilon=float(report.epsilon),
+                               method=report.method, theorem=theorem)
+        assert job.run_count is not None
+        single = arm_calibration(job.epsilon, job.delta, job.run_count, *job.bounds, json.loads(job.final_metadata),
+                                 adaptive_theorem=job.adaptive_theorem)
     except (CalibrationError, TwoStageDesignError) as err:
-        return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
-    report = calibration.report
-    theorem = f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}; composed (RDP)"
-    row = PlanRow(candidate, "ok", sigma=calibration.final_sigma, probe_sigma=calibration.probe_sigma,
-                  epsilon=float(report.epsilon), method=report.method, theorem=theorem, seed=seed)
-    reason = (_outside(probes, calibration.probe_sigma, epsilon, "probe sigma")
-              or _outside(family, calibration.final_sigma, epsilon, "final sigma"))
+        return _Calibrated(error=" ".join(str(err).split()))
+    return _Calibrated(sigma=single.sigma, sigma_tolerance=single.sigma_tolerance,
+                       epsilon=float(single.report.epsilon), method=single.report.method,
+                       theorem=single.report.theorem)
+
+
+def _row(family: LandscapeFamily, candidate: Candidate, calibrated: _Calibrated, target: float, seed: int) -> PlanRow:
+    """The candidate's row from its calibration for total ε ``target`` (status ``"ok"``: still to be simulated)."""
+    if calibrated.error:
+        return PlanRow(candidate, "unreachable", reason=calibrated.error, seed=seed)
+    assert calibrated.sigma is not None and calibrated.epsilon is not None
+    row = PlanRow(candidate, "ok", sigma=calibrated.sigma, probe_sigma=calibrated.probe_sigma,
+                  sigma_tolerance=calibrated.sigma_tolerance, epsilon=calibrated.epsilon, method=calibrated.method,
+                  theorem=calibrated.theorem, seed=seed)
+    if isinstance(candidate, TwoStageCandidate):
+        assert calibrated.probe_sigma is not None
+        probes = family if candidate.probe_family is None else candidate.probe_family
+        reason = (_outside(probes, calibrated.probe_sigma, target, "probe sigma")
+                  or _outside(family, calibrated.sigma, target, "final sigma"))
+    else:
+        reason = _outside(family, calibrated.sigma, target)
     return dataclasses.replace(row, status="outside family", reason=reason) if reason else row
+
+
+def _canonical(metadata: Mapping[str, Any]) -> str:
+    """The metadata as canonical JSON (a hashable memo key); values JSON cannot hold are written by ``repr``."""
+    return json.dumps(dict(metadata), sort_keys=True, default=repr)
 
 
 def _calibrated_row(
@@ -786,19 +979,8 @@ def _calibrated_row(
     adaptive_theorem: str = "B",
 ) -> PlanRow:
     """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
-    if isinstance(candidate, TwoStageCandidate):
-        return _calibrated_two_stage_row(family, epsilon, delta, candidate, seed)
-    C, c = candidate.bounds
-    try:
-        calibration = arm_calibration(epsilon, delta, candidate.run_count, C, c, family.mechanism_metadata,
-                                      adaptive_theorem=adaptive_theorem)
-    except CalibrationError as err:
-        return PlanRow(candidate, "unreachable", reason=" ".join(str(err).split()), seed=seed)
-    report = calibration.report
-    row = PlanRow(candidate, "ok", sigma=calibration.sigma, sigma_tolerance=calibration.sigma_tolerance,
-                  epsilon=float(report.epsilon), method=report.method, theorem=report.theorem, seed=seed)
-    reason = _outside(family, calibration.sigma, epsilon)
-    return dataclasses.replace(row, status="outside family", reason=reason) if reason else row
+    job = _calibration_job(family, epsilon, delta, candidate, adaptive_theorem)
+    return _row(family, candidate, _calibrate(job), epsilon, seed)
 
 
 def plan_search(
@@ -814,6 +996,9 @@ def plan_search(
     progress: Callable[[PlanRow], None] | None = None,
     adaptive_theorem: str = "B",
     compute: ComputeBudget | None = None,
+    evaluate_repeats: int | None = None,
+    evaluate_seed: int | None = None,
+    comparator_runs: str = "geometric",
 ) -> PlanResult:
     """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
 
@@ -838,10 +1023,16 @@ def plan_search(
             of docs/studies/, whose rows also name their method and theorem).
         compute: The compute budget (default: none, compute reported when the family's metadata times a run).
             Without ``run_seconds`` it takes :func:`family_run_seconds`.
+        evaluate_repeats: Fresh repeats the pick and its uniform comparators are re-simulated on
+            (:class:`PlanEvaluation`; ``None``: ``repeats``; 0: no evaluation).
+        evaluate_seed: Seed of the fresh repeats, ≠ ``seed`` (``None``: ``seed`` + :data:`EVALUATION_SEED_OFFSET`,
+            streams no selection repeat uses).
+        comparator_runs: Law of T (one of :data:`PLAN_RUN_COUNTS`) of the uniform search at the pick's expected
+            runs, simulated when the plan has no uniform row with at least the pick's expected runs.
 
     Returns:
         One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
-        :attr:`~PlanResult.difference`.
+        :attr:`~PlanResult.difference`; :attr:`PlanResult.evaluation`.
 
     Raises:
         ValueError: Invalid arguments, or a compute budget no candidate meets (a candidate that cannot run is a row
@@ -854,6 +1045,14 @@ def plan_search(
     epsilon, delta = float(epsilon), float(delta)
     check_positive_int("repeats", repeats)
     check_non_negative_int("seed", seed)
+    evaluate_repeats = repeats if evaluate_repeats is None else evaluate_repeats
+    check_non_negative_int("evaluate_repeats", evaluate_repeats)
+    evaluate_seed = seed + EVALUATION_SEED_OFFSET if evaluate_seed is None else evaluate_seed
+    check_non_negative_int("evaluate_seed", evaluate_seed)
+    if evaluate_seed == seed:
+        raise ValueError(f"evaluate_seed must differ from seed (fresh repeats draw fresh streams), got {seed}")
+    if comparator_runs not in PLAN_RUN_COUNTS:
+        raise ValueError(f"comparator_runs must be one of {PLAN_RUN_COUNTS}, got {comparator_runs!r}")
     candidates = tuple(candidates)
     if not candidates:
         raise ValueError("candidates must not be empty")
@@ -872,19 +1071,85 @@ def plan_search(
     compute = _with_run_seconds(compute or ComputeBudget(), family)
     _check_some_candidate_fits(candidates, compute)
     start = time.perf_counter()
-    # Every σ first: an unreachable or out-of-range candidate is known before the first simulated search.
-    calibrated = [_budgeted(_calibrated_row(family, epsilon, delta, x, seed, adaptive_theorem), compute)
-                  for x in candidates]
     rows: list[PlanRow] = []
     with executor_scope(executor, workers=workers) as pool:
+        # Every σ first (in the executor's workers: calibrations are independent), so an unreachable or out-of-range
+        # candidate is known before the first simulated search; each distinct calibration runs once
+        # (two_stage_calibration, arm_calibration: memoised, and cached on disk by the mechanism's description).
+        jobs = [_calibration_job(family, epsilon, delta, x, adaptive_theorem) for x in candidates]
+        distinct = list(dict.fromkeys(jobs))
+        outcomes = dict(zip(distinct, _run_jobs(pool, distinct), strict=True))
+        calibrated = [_budgeted(_row(family, x, outcomes[job], epsilon, seed), compute)
+                      for x, job in zip(candidates, jobs, strict=True)]
         for row in calibrated:
             if row.feasible:
                 row = _simulated(family, row, repeats, seed, workers, pool)
             rows.append(row)
             if progress is not None:
                 progress(row)
-    return PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
-                      time.perf_counter() - start, adaptive_theorem, compute)
+        result = PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
+                            0.0, adaptive_theorem, compute)
+        evaluation = None
+        if evaluate_repeats > 0 and result.best is not None:
+            settings = _Settings(epsilon, delta, adaptive_theorem, compute, workers, pool)
+            evaluation = _evaluate(family, result, result.best, evaluate_repeats, evaluate_seed, comparator_runs,
+                                   settings)
+    return dataclasses.replace(result, seconds=time.perf_counter() - start, evaluation=evaluation)
+
+
+def _run_jobs(pool: Executor, jobs: list[_CalibrationJob]) -> list[_Calibrated]:
+    """Every calibration job, in the executor's workers when it has more than one (in order)."""
+    if getattr(pool, "workers", 1) > 1 and len(jobs) > 1:
+        return pool.run(_calibrate, jobs)
+    return [_calibrate(job) for job in jobs]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What an evaluation's extra rows are calibrated and simulated with (the plan's own settings)."""
+
+    epsilon: float
+    delta: float
+    adaptive_theorem: str
+    compute: ComputeBudget
+    workers: int | None
+    pool: Executor
+
+
+def _evaluate(
+    family: LandscapeFamily, result: PlanResult, selected: PlanRow, repeats: int, seed: int, runs: str,
+    settings: _Settings,
+) -> PlanEvaluation:
+    """The pick and every uniform search with at least its expected runs, on ``repeats`` fresh repeats (``seed``).
+
+    The plan's uniform rows with at least the pick's expected runs are the comparators; when it has none (and the
+    pick is not itself uniform search), a uniform search with E[T] = the pick's expected runs (law ``runs``) is
+    calibrated and simulated for the comparison.
+    """
+    runs_needed = selected.candidate.expected_runs * (1.0 - 1e-12)  # round-off of a probe's share of a run
+    pool = [row for row in result.rows if row is not selected and row.candidate.design == "uniform"
+            and row.candidate.expected_runs >= runs_needed]
+    reason = ""
+    if not pool and selected.candidate.design != "uniform":
+        extra = PlanCandidate("uniform", Uniform(), make_run_count(runs, mean=selected.candidate.expected_runs))
+        pool = [_budgeted(_calibrated_row(family, settings.epsilon, settings.delta, extra, seed,
+                                          settings.adaptive_theorem), settings.compute)]
+    ran = [row for row in pool if row.feasible]
+    if not pool:
+        reason = (f"the pick is the uniform search with the most expected runs ({selected.candidate.expected_runs:g}):"
+                  f" no uniform search with at least its compute to compare with")
+    elif not ran:
+        reason = "; ".join(f"{row.candidate.name}: {row.status}: {row.reason}" for row in pool)
+        reason = f"no uniform search with at least the pick's expected runs could run ({reason})"
+
+    def fresh(row: PlanRow) -> PlanRow:
+        return _simulated(family, dataclasses.replace(row, seed=seed), repeats, seed, settings.workers,
+                          settings.pool)
+
+    pick = fresh(selected)
+    uniform = sorted((fresh(row) for row in ran), key=lambda row: -float(row.mean or 0.0))
+    comparison = compare_rows(pick, uniform[0]) if uniform else None
+    return PlanEvaluation(selected, pick, tuple(uniform), comparison, reason, repeats, seed)
 
 
 def _with_run_seconds(compute: ComputeBudget, family: LandscapeFamily) -> ComputeBudget:

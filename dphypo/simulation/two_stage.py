@@ -26,14 +26,13 @@ family's range is refused, never extrapolated.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dphypo.privacy import RdpCurve
-from dphypo.privacy.calibration import COARSE_ORDERS
+from dphypo.api.two_stage import calibrate_mechanisms, check_probe_score_noise_factor
 from dphypo.privacy.two_stage import (
     FinalRun,
     FinalSelection,
@@ -42,7 +41,6 @@ from dphypo.privacy.two_stage import (
     TwoStage,
     TwoStageCalibration,
     TwoStageDesignError,
-    calibrate_two_stage,
 )
 from dphypo.privacy.validation import check_positive, check_positive_int
 from dphypo.simulation.equal_epsilon import metadata_mechanism
@@ -59,6 +57,7 @@ __all__ = [
     "TwoStageArmsResult",
     "TwoStageResult",
     "calibrate_design",
+    "probe_noise_landscape",
     "simulate_two_stage",
     "simulate_two_stage_arms",
     "two_stage_arm_values",
@@ -78,9 +77,13 @@ def _check_simulable(design: TwoStage) -> None:
 
 def calibrate_design(
     design: TwoStage, epsilon: float, delta: float, mechanism_metadata: Mapping[str, Any],
-    probe_metadata: Mapping[str, Any] | None = None,
+    probe_metadata: Mapping[str, Any] | None = None, *, probe_score_noise_factor: float = 1.0,
 ) -> TwoStageCalibration:
     """σ of the probes and of the final stage for a total (ε, δ), under the families' DP-SGD mechanisms.
+
+    The very calibration :func:`dphypo.tune` runs (:func:`~dphypo.api.two_stage.calibrate_mechanisms`: RDP, and
+    the composed PLDs of released probes and one final run where they are tighter; cached on disk by the
+    mechanisms' description), so a simulated design runs at the σ ``tune`` would run it at.
 
     Args:
         design: The design.
@@ -91,24 +94,47 @@ def calibrate_design(
             :func:`~dphypo.simulation.equal_epsilon.metadata_mechanism`): each final run is that DP-SGD run with its
             score release, at the final σ.
         probe_metadata: The probes' mechanism, e.g. fewer epochs (default: the final one: full-fidelity probes).
+        probe_score_noise_factor: The probes' score noise as a multiple of the final run's (default 1), as in
+            :class:`~dphypo.api.design.TwoStageSearch`.
 
     Returns:
-        The calibration (RDP; see :func:`~dphypo.privacy.two_stage.calibrate_two_stage`).
+        The calibration; its report is the one ``tune`` prints.
 
     Raises:
         TwoStageDesignError: Probes of a higher fidelity than the final run, or a refused split.
     """
     final = metadata_mechanism(mechanism_metadata)
     probe = final if probe_metadata is None else metadata_mechanism(probe_metadata)
+    probe = _with_probe_noise(probe, final, probe_score_noise_factor)
     check_probe_fidelity(probe, final)
+    (probe_sigma, final_sigma), report = calibrate_mechanisms(probe, final, design, epsilon, delta)
+    return TwoStageCalibration(probe_sigma, final_sigma, report, float(design.split))
 
-    def curve_of(mechanism: DPSGDMechanism, orders: np.ndarray | None = None) -> Callable[[float], RdpCurve]:
-        return lambda sigma: dataclasses.replace(mechanism, sigma=sigma).rdp(orders)
 
-    # coarse to fine: roots found on COARSE_ORDERS, each answer certified on the full grid
-    return calibrate_two_stage(epsilon, delta, design.stage1, design.stage2, curve_of(probe), curve_of(final),
-                               split=design.split, coarse_probe_for_sigma=curve_of(probe, COARSE_ORDERS),
-                               coarse_final_for_sigma=curve_of(final, COARSE_ORDERS))
+def _with_probe_noise(probe: DPSGDMechanism, final: DPSGDMechanism, factor: float) -> DPSGDMechanism:
+    """The probe mechanism with score noise ``factor`` × the final run's (what ``tune``'s probes release)."""
+    factor = check_probe_score_noise_factor(factor)
+    if final.score_noise is None:
+        return probe
+    return dataclasses.replace(probe, score_noise=final.score_noise * factor)
+
+
+def probe_noise_landscape(probes: Landscape, built_noise: float, noise: float) -> Landscape:
+    """The probe landscape with its score noise changed from ``built_noise`` to ``noise`` (accuracy units).
+
+    A family's ``std`` is ``sqrt(seed_std² + score_noise²)`` (:mod:`dphypo.simulation.builder`), so the probes'
+    std at another score noise is ``sqrt(max(std² − built², 0) + noise²)``; unchanged (the same object) when the
+    two are equal.
+
+    Raises:
+        ValueError: A negative noise.
+    """
+    if built_noise < 0 or noise < 0:
+        raise ValueError(f"score noises must be >= 0, got built {built_noise!r} and probe {noise!r}")
+    if noise == built_noise:
+        return probes
+    std = np.sqrt(np.maximum(probes.std**2 - built_noise**2, 0.0) + noise**2)
+    return dataclasses.replace(probes, std=std, metadata={**probes.metadata, "probe_score_noise": noise})
 
 
 def _ranked(scores: np.ndarray, valid: np.ndarray, maximize: bool) -> np.ndarray:
@@ -174,13 +200,28 @@ def two_stage_values(
     if probes.shape != final.shape:
         raise ValueError(f"probes and final must share one grid, got shapes {probes.shape} and {final.shape}")
     top, available = _stage1_top(design, probes, repeats, rng)
+    return _final_values(design, final, top, available, rng)
+
+
+def _final_values(design: TwoStage, final: Landscape, top: np.ndarray, available: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Stage 2 of every simulated search: the true value (final σ) of the point it releases, shape ``(R,)``.
+
+    Args:
+        design: The design (its stage 2).
+        final: The final runs' landscape.
+        top: Each search's finalists (distinct grid points, best first, padded), shape ``(R, k)``.
+        available: How many finalists each search has, shape ``(R,)`` (0: stage 1 ran no probe).
+        rng: Stage 2's stream (T′, the finalists' draws, their noisy scores).
+    """
     if isinstance(design.stage2, FinalRun):
         # a search whose stage 1 ran no probe (T = 0) releases nothing: the worst mean, as simulate() scores it
         return np.where(available > 0, final.true_values(top[:, 0]), final.worst_value)
+    repeats = top.shape[0]
     counts = _run_counts(design.stage2, repeats, rng)
     width = int(counts.max())
-    # each final run picks uniformly among the repeat's available top-k points
-    slots = np.floor(rng.random((repeats, width)) * available[:, None]).astype(np.int64)
+    # each final run picks uniformly among the search's available top-k points
+    slots = np.floor(rng.random((repeats, width)) * np.maximum(available, 1)[:, None]).astype(np.int64)
     picks = np.take_along_axis(top, slots, axis=1)
     scores = final.sample_many(picks, rng)
     valid = np.arange(width)[None, :] < counts[:, None]
@@ -234,7 +275,7 @@ def _check_same_grid(probes: Landscape, final: Landscape) -> None:
 
 def simulate_two_stage(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int,
-    rng: np.random.Generator, *, probe_family: LandscapeFamily | None = None,
+    rng: np.random.Generator, *, probe_family: LandscapeFamily | None = None, probe_score_noise_factor: float = 1.0,
 ) -> TwoStageResult:
     """Calibrate ``design`` to total (ε, δ) and simulate it: probes on ``probe_family``, final runs on ``family``.
 
@@ -247,6 +288,8 @@ def simulate_two_stage(
         rng: The only source of randomness.
         probe_family: The probes' family, on the same grid at a cheaper fidelity (e.g. fewer epochs); default
             ``family`` (full-fidelity probes at a larger σ).
+        probe_score_noise_factor: The probes' score noise as a multiple of the final run's (default 1): both the
+            calibration and the probes' simulated scores (:func:`probe_noise_landscape`) use it.
 
     Returns:
         The result; ``values`` are true values at the final σ.
@@ -256,13 +299,27 @@ def simulate_two_stage(
             on different grids.
     """
     check_positive("epsilon", epsilon)
+    calibration, probe_landscape, final_landscape = _calibrated_landscapes(
+        design, family, epsilon, delta, probe_family, probe_score_noise_factor)
+    values = two_stage_values(design, probe_landscape, final_landscape, repeats, rng)
+    return TwoStageResult(design, calibration, values)
+
+
+def _calibrated_landscapes(
+    design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, probe_family: LandscapeFamily | None,
+    probe_score_noise_factor: float,
+) -> tuple[TwoStageCalibration, Landscape, Landscape]:
+    """The calibration (``tune``'s), the probes' landscape at the probe σ and score noise, the final one."""
     probes = family if probe_family is None else probe_family
-    calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata)
+    calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata,
+                                   probe_score_noise_factor=probe_score_noise_factor)
     probe_landscape = _member_at(probes, calibration.probe_sigma, "probe", design, epsilon)
     final_landscape = _member_at(family, calibration.final_sigma, "final", design, epsilon)
     _check_same_grid(probe_landscape, final_landscape)
-    values = two_stage_values(design, probe_landscape, final_landscape, repeats, rng)
-    return TwoStageResult(design, calibration, values)
+    built = float(probes.mechanism_metadata.get("score_noise", 0.0))
+    noise = check_probe_score_noise_factor(probe_score_noise_factor) * float(
+        family.mechanism_metadata.get("score_noise", 0.0))
+    return calibration, probe_noise_landscape(probe_landscape, built, noise), final_landscape
 
 
 @dataclass(frozen=True)
@@ -342,18 +399,7 @@ def two_stage_arm_values(
                             probes.direction)  # type: ignore[arg-type]  # a landscape's direction is checked
     chosen = recommend(arm.recommendation, probes.space, released, probes.direction,  # type: ignore[arg-type]
                        top_k=stage1.top_k, seed=seed)
-    top, available = chosen.indices, chosen.available
-    if isinstance(design.stage2, FinalRun):
-        return np.where(available > 0, final.true_values(top[:, 0]), final.worst_value)
-    rng = streams[_FINAL]
-    counts = _run_counts(design.stage2, repeats, rng)
-    width = int(counts.max())
-    slots = np.floor(rng.random((repeats, width)) * np.maximum(available, 1)[:, None]).astype(np.int64)
-    picks = np.take_along_axis(top, slots, axis=1)
-    scores = final.sample_many(picks, rng)
-    valid = np.arange(width)[None, :] < counts[:, None]
-    best = _ranked(scores, valid, final.direction == "maximize")[:, :1]
-    return final.true_values(np.take_along_axis(picks, best, axis=1)[:, 0])
+    return _final_values(design, final, chosen.indices, chosen.available, streams[_FINAL])
 
 
 @dataclass(frozen=True)
@@ -385,6 +431,7 @@ class TwoStageArmsResult:
 def simulate_two_stage_arms(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int, seed: int,
     arms: tuple[ProbeArm, ...], *, probe_family: LandscapeFamily | None = None,
+    probe_score_noise_factor: float = 1.0,
 ) -> TwoStageArmsResult:
     """Calibrate ``design`` once and simulate every arm with the same seed (paired), plus the baseline arm.
 
@@ -397,6 +444,7 @@ def simulate_two_stage_arms(
         seed: Seed shared by every arm.
         arms: The arms; :data:`BASELINE_ARM` is added first when missing.
         probe_family: The probes' family (same grid, e.g. fewer epochs); default ``family``.
+        probe_score_noise_factor: As for :func:`simulate_two_stage`.
 
     Returns:
         The result, ``values`` paired across arms.
@@ -405,10 +453,7 @@ def simulate_two_stage_arms(
     for arm in arms:
         _check_arm(design, arm)
     arms = arms if BASELINE_ARM in arms else (BASELINE_ARM, *arms)
-    probes = family if probe_family is None else probe_family
-    calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata)
-    probe_landscape = _member_at(probes, calibration.probe_sigma, "probe", design, epsilon)
-    final_landscape = _member_at(family, calibration.final_sigma, "final", design, epsilon)
-    _check_same_grid(probe_landscape, final_landscape)
+    calibration, probe_landscape, final_landscape = _calibrated_landscapes(
+        design, family, epsilon, delta, probe_family, probe_score_noise_factor)
     values = tuple(two_stage_arm_values(design, probe_landscape, final_landscape, repeats, seed, arm) for arm in arms)
     return TwoStageArmsResult(design, calibration, tuple(arms), values, arms.index(BASELINE_ARM))

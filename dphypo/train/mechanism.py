@@ -32,6 +32,7 @@ import numpy as np
 from dphypo.privacy import DEFAULT_ORDERS, RdpCurve, compose, dpsgd_rdp
 from dphypo.privacy.dpsgd_run import RUN_PROFILE_DISCRETIZATION, dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
+from dphypo.privacy.split import SplitRule
 from dphypo.privacy.two_stage import TwoStageDesignError
 from dphypo.privacy.validation import check_int_at_least, check_positive
 from dphypo.search.records import Run, RunContext, RunMisuse
@@ -87,6 +88,11 @@ class DPSGDMechanism:
             (``PrivacyEngine(secure_mode=True)``, which also uses Opacus's floating-point-attack-resistant
             Gaussian sampler); needs the ``torchcsprng`` package. Default ``False``: torch's Mersenne Twister,
             seeded per run from the search's secret entropy (see docs/privacy.md for what that means).
+        split_rule: The public rule of a per-record split (:class:`~dphypo.privacy.split.SplitRule`,
+            docs/proofs/split.md) the runs train and score on, or ``None`` (a seeded permutation split). Under a
+            per-record split ``n_train`` and ``n_val`` are the public *nominal* sizes (assumption (N), §5): the
+            realised splits may be larger or smaller, the sampling rate, steps and normalisation stay these, and a
+            count above ``n_val`` is clipped to ``n_val`` (:func:`private_accuracy`).
     """
 
     sigma: float
@@ -96,9 +102,12 @@ class DPSGDMechanism:
     n_val: int | None = None
     score_noise: float | None = None
     secure_mode: bool = False
+    split_rule: SplitRule | None = None
 
     def __post_init__(self) -> None:
         check_positive("sigma", self.sigma)
+        if self.split_rule is not None and not isinstance(self.split_rule, SplitRule):
+            raise ValueError(f"split_rule must be a SplitRule or None, got {self.split_rule!r}")
         check_positive("score_noise", self.score_noise, optional=True)
         if self.score_noise is not None and self.n_val is None:
             raise ValueError("n_val must be given when score_noise is (it turns the noisy count into an accuracy)")
@@ -120,15 +129,32 @@ class DPSGDMechanism:
     def from_splits(
         cls, splits: Splits, *, sigma: float, batch_size: int, epochs: int, score_noise: float | None = None
     ) -> DPSGDMechanism:
-        """A mechanism whose n_train / n_val are the sizes of ``splits``."""
+        """A mechanism whose n_train / n_val are the accounted sizes of ``splits``.
+
+        :attr:`~dphypo.train.data.Splits.accounted_sizes`: the public nominal sizes of a per-record split (never the
+        realised, data-dependent ones; docs/proofs/split.md §5), else the split sizes; ``split_rule`` is the splits'.
+        """
+        n_train, n_val = splits.accounted_sizes
         return cls(
             sigma=sigma,
             batch_size=batch_size,
             epochs=epochs,
-            n_train=len(splits.y_train),
-            n_val=len(splits.y_val),
+            n_train=n_train,
+            n_val=n_val,
             score_noise=score_noise,
+            split_rule=splits.split_rule,
         )
+
+    @property
+    def expected_batch_size(self) -> int:
+        """Opacus's divisor of the noisy gradient sum, from the public ``n_train``: ``int(n_train · sample_rate)``.
+
+        Opacus computes ``int(len(dataset) · sample_rate)`` from the realised training set; dphypo pins it to the
+        mechanism's (nominal) ``n_train`` so that, under a per-record split or a Poisson subsample, the
+        normalisation does not depend on the data (docs/proofs/split.md §5). Equal to Opacus's when the realised
+        size is ``n_train``.
+        """
+        return int(self.n_train * self.sample_rate)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -208,8 +234,18 @@ class DPSGDMechanism:
         return private_score(run, count)
 
     def describe(self) -> dict[str, Any]:
-        """Its fields with the derived ``sample_rate`` and ``steps`` (JSON-ready, printed in the release)."""
-        return {**dataclasses.asdict(self), "sample_rate": self.sample_rate, "steps": self.steps}
+        """Its fields with the derived ``sample_rate`` and ``steps`` (JSON-ready, printed in the release).
+
+        ``split_rule`` appears only for a per-record split (its public description), so a permutation-split
+        mechanism describes itself as before.
+        """
+        fields = dataclasses.asdict(self)
+        rule = fields.pop("split_rule")
+        if self.split_rule is not None:
+            fields["split_rule"] = self.split_rule.describe()
+        else:
+            assert rule is None
+        return {**fields, "sample_rate": self.sample_rate, "steps": self.steps}
 
 
 class DPSGDRun(RunContext):
@@ -339,6 +375,7 @@ class DPSGDRun(RunContext):
             noise_seed=run_stream_seed(self.seed, NOISE_STREAM) if seeded else None,
             sampling_seed=run_stream_seed(self.seed, SAMPLING_STREAM) if seeded else None,
             steps_per_epoch=mechanism.steps_per_epoch, grad_sample_mode=grad_sample_mode,
+            expected_batch_size=mechanism.expected_batch_size,
         )
         self.engines.append(engine)
         self.wrapped.append((wrapped, module))  # released as the plain nn.Module, never Opacus's wrapper
@@ -494,6 +531,11 @@ def private_accuracy(correct: int, mechanism: DPSGDMechanism, rng: np.random.Gen
     an unbiased estimate and may leave [0, 1]; ``clip=True`` clips it to [0, 1] (also post-processing, but biased
     near the ends). Without ``score_noise`` it is the exact ``correct / n_val``.
 
+    Under a per-record split (``mechanism.split_rule``) ``n_val`` is the public nominal size and the realised
+    validation split may hold more records: a count above ``n_val`` is clipped to ``n_val`` before the noise is
+    added (a function of the count, sensitivity still ≤ 1: docs/proofs/split.md §5). Otherwise such a count is
+    refused (a bug of the objective).
+
     Args:
         correct: Number of correct validation predictions (≥ 0).
         mechanism: The run's mechanism (``score_noise``, ``n_val``).
@@ -505,6 +547,9 @@ def private_accuracy(correct: int, mechanism: DPSGDMechanism, rng: np.random.Gen
     """
     if mechanism.n_val is None:
         raise ValueError("mechanism.n_val must be set to turn a count into an accuracy")
+    if (mechanism.split_rule is not None and isinstance(correct, numbers.Integral) and not isinstance(correct, bool)
+            and correct > mechanism.n_val):
+        correct = mechanism.n_val  # nominal n_val below a realised count: clip (sensitivity ≤ 1)
     if not (isinstance(correct, numbers.Integral) and not isinstance(correct,
                                                                      bool) and 0 <= correct <= mechanism.n_val):
         # a count outside [0, n_val] is a bug of the objective; releasing it would scale the score past 1

@@ -33,7 +33,15 @@ from dphypo._threads import torch_threads
 from dphypo.privacy.validation import check_non_negative_int, check_positive_int
 from dphypo.search.records import DataFailure, PrivateScore, RunContext, RunMisuse
 from dphypo.space import SearchSpace
-from dphypo.train.data import DATASETS, DataSubset, Splits, load_dataset
+from dphypo.train.data import (
+    DATASETS,
+    DataSubset,
+    PerRecordSplit,
+    Splits,
+    load_dataset,
+    load_dataset_per_record,
+    per_record_split_sizes,
+)
 from dphypo.train.mechanism import INIT_STREAM, SAMPLING_STREAM, DPSGDMechanism, DPSGDRun, run_stream_seed
 from dphypo.train.models import check_model_for_dataset, default_model, make_model
 from dphypo.train.opacus import quiet_opacus
@@ -112,6 +120,8 @@ class TrainedModel:
         data_seed: Seed of the train/validation/test split.
         val_fraction: Validation fraction of the split.
         test_fraction: Test fraction of the split.
+        split_rule: The public description of a per-record split (:meth:`~dphypo.privacy.split.SplitRule.describe`),
+            or ``None`` (the seeded permutation split). Never its secret seed.
     """
 
     state_dict: dict[str, torch.Tensor] = field(repr=False)
@@ -123,6 +133,7 @@ class TrainedModel:
     data_seed: int = 0
     val_fraction: float = 0.2
     test_fraction: float = 0.2
+    split_rule: dict[str, Any] | None = None
 
     def module(self) -> nn.Module:
         """The model rebuilt and loaded with the trained weights (CPU, eval mode)."""
@@ -144,6 +155,9 @@ class TrainedModel:
         Returns:
             The fraction of correct test predictions.
         """
+        if splits is None and self.split_rule is not None:
+            raise ValueError("this model was trained on a per-record split whose secret seed is not part of the model; "
+                             "pass the splits it was trained on (splits=...)")
         if splits is None:
             splits = load_dataset(
                 self.dataset,
@@ -167,6 +181,7 @@ class TrainedModel:
             "data_seed": self.data_seed,
             "val_fraction": self.val_fraction,
             "test_fraction": self.test_fraction,
+            **({} if self.split_rule is None else {"split_rule": self.split_rule}),
         }
 
     def save(self, path: str | Path) -> tuple[Path, Path]:
@@ -222,6 +237,11 @@ class DPSGDObjective:
             ``"opacus"`` (the engine has no Adam). Calling the objective directly always trains through Opacus.
         pass_size: Candidates per pass of a uniform search (:meth:`default_pass_size`; default: 32 on a CPU, from
             free memory on CUDA).
+        split: Split the dataset record by record (:class:`~dphypo.train.data.PerRecordSplit`,
+            :func:`~dphypo.train.data.load_dataset_per_record`; docs/proofs/split.md) instead of the seeded
+            permutation (``data_seed``, ``val_fraction`` and ``test_fraction`` are then unused). Its seed is the
+            search's secret: keep it with the journal, never in a release. The mechanism's ``n_train``/``n_val``
+            must be the split's nominal sizes (``DPSGDMechanism.from_splits(objective.splits(), ...)``).
 
     Calling it with ``(params, run)`` reads ``params["lr"]`` (> 0) and ``params["clip"]`` (> 0); any other key is
     an error, because a searched hyperparameter the objective ignored (e.g. a batch size, which would change the
@@ -240,6 +260,7 @@ class DPSGDObjective:
     subset: DataSubset | None = None
     engine: str | None = None
     pass_size: int | None = None
+    split: PerRecordSplit | None = None
 
     def __post_init__(self) -> None:
         if self.subset is not None and not isinstance(self.subset, DataSubset):
@@ -258,6 +279,10 @@ class DPSGDObjective:
             torch.device(self.device)  # raises on a malformed device string
         self._resolve_engine()
         check_positive_int("pass_size", self.pass_size, optional=True)
+        if self.split is not None:
+            if not isinstance(self.split, PerRecordSplit):
+                raise TypeError(f"split must be a PerRecordSplit or None, got {self.split!r}")
+            per_record_split_sizes(self.dataset, self.split)  # eager: e.g. a test fraction with an official test set
 
     def _resolve_engine(self) -> None:
         if self.engine is None:
@@ -306,13 +331,8 @@ class DPSGDObjective:
 
     def splits(self) -> Splits:
         """The (cached) train/validation/test splits this objective trains and scores on."""
-        return load_dataset(
-            self.dataset,
-            data_dir=self.data_dir,
-            seed=self.data_seed,
-            val_fraction=self.val_fraction,
-            test_fraction=self.test_fraction,
-        )
+        return _full_splits(self.dataset, self.data_dir, int(self.data_seed), float(self.val_fraction),
+                            float(self.test_fraction), self.split)
 
     def with_subset(self, subset: DataSubset) -> DPSGDObjective:
         """The same objective restricted to one part of a Poisson subsample.
@@ -333,7 +353,7 @@ class DPSGDObjective:
         if self.subset is None:
             return self.splits()
         return _subset_splits(self.dataset, self.data_dir, int(self.data_seed), float(self.val_fraction),
-                              float(self.test_fraction), self.subset)
+                              float(self.test_fraction), self.subset, self.split)
 
     def __call__(self, params: dict[str, Any], run: RunContext) -> tuple[float | PrivateScore, TrainedModel]:
         """Train with DP-SGD under ``run.mechanism`` and return ``(private validation accuracy, trained model)``.
@@ -369,15 +389,16 @@ class DPSGDObjective:
         optimizer = (torch.optim.SGD if self.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
         generator = torch.Generator().manual_seed(run_stream_seed(run.seed, SAMPLING_STREAM))
         dataset = TensorDataset(_tensor(splits.x_train), _tensor(splits.y_train))
-        if self.subset is None:
+        if self.subset is None and splits.nominal_sizes is None:
             loader = DataLoader(dataset, batch_size=mechanism.batch_size, generator=generator)
-        else:  # Opacus's rate is 1/len(loader): pin it to the mechanism's, independent of the realised subset size
+        else:  # Opacus's rate is 1/len(loader): pin it to the mechanism's, independent of the realised size
+            # (a subsample's or a per-record split's; docs/proofs/split.md §5)
             loader = DataLoader(dataset, batch_sampler=_PlannedBatches(len(dataset), mechanism.batches_per_epoch),
                                 generator=generator)
         wrapped, optimizer, dp_loader = run.make_private(model, optimizer, loader, max_grad_norm=clip)
         _train(wrapped, optimizer, dp_loader, mechanism.epochs, device)
         trained: nn.Module = run.to_standard_module(wrapped)  # the plain model inside Opacus's wrapper
-        correct = evaluate_accuracy(trained, splits.x_val, splits.y_val, device)
+        correct = self.released_count(evaluate_accuracy(trained, splits.x_val, splits.y_val, device), mechanism)
         # The accounted Gaussian mechanism with noise from the run's secret stream (privacy rule 4); the exact
         # accuracy only when the mechanism treats the validation data as public.
         score: float | PrivateScore = (
@@ -393,7 +414,21 @@ class DPSGDObjective:
         return TrainedModel(state_dict=state_dict, model_name=str(self.model), dataset=self.dataset,
                             params=dict(params), num_classes=num_classes, data_dir=self.data_dir,
                             data_seed=int(self.data_seed), val_fraction=self.val_fraction,
-                            test_fraction=self.test_fraction)
+                            test_fraction=self.test_fraction,
+                            split_rule=None if self.split is None else self.split.rule.describe())
+
+    def released_count(self, correct: int, mechanism: DPSGDMechanism) -> int:
+        """The count of correct validation predictions the score releases: clipped to the nominal ``n_val``.
+
+        Under a per-record split or a Poisson subsample the realised validation set may hold more than the public
+        nominal ``mechanism.n_val`` records; clipping the count to ``[0, n_val]`` is a function of the count with
+        sensitivity ≤ 1 (docs/proofs/split.md §5), so the Gaussian score bound holds and a large count never stops
+        the search (a data-dependent failure). With the split's own sizes the count is returned as it is.
+        """
+        nominal = self.subset is not None or self.split is not None
+        if nominal and mechanism.n_val is not None:
+            return min(int(correct), int(mechanism.n_val))
+        return int(correct)
 
     @staticmethod
     def hyperparameters(params: dict[str, Any]) -> tuple[float, float]:
@@ -405,10 +440,14 @@ class DPSGDObjective:
         return _hyperparameters(params)
 
     def _check_sizes(self, splits: Splits, mechanism: DPSGDMechanism) -> None:
-        sizes = (len(splits.y_train), len(splits.y_val))
+        sizes = splits.accounted_sizes  # nominal under a per-record split (docs/proofs/split.md §5)
+        if self.split is not None and mechanism.split_rule != self.split.rule:
+            raise ValueError(f"mechanism.split_rule must be the objective's per-record split rule {self.split.rule}, "
+                             f"got {mechanism.split_rule}; build the mechanism with DPSGDMechanism.from_splits("
+                             "objective.splits(), ...)")
         if self.subset is not None:
-            full = self.splits()
-            sizes = (self.subset.nominal_size(len(full.y_train)), self.subset.nominal_size(len(full.y_val)))
+            n_train, n_val = self.splits().accounted_sizes
+            sizes = (self.subset.nominal_size(n_train), self.subset.nominal_size(n_val))
             if mechanism.n_train != sizes[0] or (mechanism.n_val is not None and mechanism.n_val != sizes[1]):
                 raise ValueError(
                     f"mechanism.n_train/n_val must be the subset's nominal sizes {sizes}, got ({mechanism.n_train}, "
@@ -425,11 +464,18 @@ class DPSGDObjective:
 
 
 @lru_cache(maxsize=4)
-def _subset_splits(dataset: str, data_dir: str | None, data_seed: int, val_fraction: float, test_fraction: float,
-                   subset: DataSubset) -> Splits:
-    full = load_dataset(dataset, data_dir=data_dir, seed=data_seed, val_fraction=val_fraction,
+def _full_splits(dataset: str, data_dir: str | None, data_seed: int, val_fraction: float, test_fraction: float,
+                 split: PerRecordSplit | None) -> Splits:
+    if split is not None:  # one draw per (secret) split, reused by every run of the search
+        return load_dataset_per_record(dataset, split, data_dir=data_dir)
+    return load_dataset(dataset, data_dir=data_dir, seed=data_seed, val_fraction=val_fraction,
                         test_fraction=test_fraction)
-    return subset.select(full)
+
+
+@lru_cache(maxsize=4)
+def _subset_splits(dataset: str, data_dir: str | None, data_seed: int, val_fraction: float, test_fraction: float,
+                   subset: DataSubset, split: PerRecordSplit | None = None) -> Splits:
+    return subset.select(_full_splits(dataset, data_dir, data_seed, val_fraction, test_fraction, split))
 
 
 class _PlannedBatches(Sampler[list[int]]):

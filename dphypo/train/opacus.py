@@ -110,6 +110,7 @@ def attach_engine(
     sampling_seed: int | None,
     steps_per_epoch: int,
     grad_sample_mode: str = "hooks",
+    expected_batch_size: int | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """One Opacus ``PrivacyEngine`` (RDP accountant, Poisson sampling) around a model, seeded as given.
 
@@ -124,6 +125,9 @@ def attach_engine(
         sampling_seed: Seed of the Poisson sampler (``None`` in secure mode).
         steps_per_epoch: Batches per epoch the caller's accounting expects of Opacus's ``DPDataLoader``.
         grad_sample_mode: One of :data:`GRAD_SAMPLE_MODES`.
+        expected_batch_size: The divisor of the noisy gradient sum (``loss_reduction="mean"``), from public sizes;
+            replaces Opacus's ``int(len(dataset) · sample_rate)``, which uses the realised training-set size (a
+            per-record split's or a subsample's depends on the data: docs/proofs/split.md §5). ``None``: Opacus's.
 
     Returns:
         ``(engine, module, optimizer, dp_loader)`` as wrapped by Opacus; the optimizer drops a record whose
@@ -154,6 +158,10 @@ def attach_engine(
             grad_sample_mode=grad_sample_mode,
         )
     module, optimizer, dp_loader = made
+    if expected_batch_size is not None:
+        if not (isinstance(expected_batch_size, int) and expected_batch_size >= 1):
+            raise ValueError(f"expected_batch_size must be a positive integer, got {expected_batch_size!r}")
+        optimizer.expected_batch_size = expected_batch_size  # the public divisor, not the realised length's
     drop_non_finite_examples(optimizer)
     if sampling_seed is not None:  # Opacus builds the Poisson sampler from data_loader.generator (global RNG if None)
         sampling = torch.Generator().manual_seed(sampling_seed)

@@ -65,6 +65,8 @@ class Recipe(Protocol):
 
     def hyperparameters(self, params: dict[str, Any]) -> tuple[float, float]: ...  # noqa: D102
 
+    def released_count(self, correct: int, mechanism: DPSGDMechanism) -> int: ...  # noqa: D102
+
     def trained_model(self, params: dict[str, Any], state_dict: dict[str, torch.Tensor],  # noqa: D102
                       num_classes: int) -> Any: ...
 
@@ -84,7 +86,7 @@ def engine_for(objective: Recipe, mechanism: DPSGDMechanism) -> VectorizedDPSGD:
     objective._check_sizes(splits, mechanism)
     return VectorizedDPSGD(str(objective.model), mechanism, splits.x_train, splits.y_train, splits.x_val,
                            splits.y_val, num_classes=splits.num_classes, options=EngineOptions(device=objective.device),
-                           nominal_n_train=objective.subset is not None)
+                           nominal_n_train=objective.subset is not None or splits.nominal_sizes is not None)
 
 
 def train_pass(
@@ -167,6 +169,7 @@ def _released(objective: Recipe, run: DPSGDRun, params: dict[str, Any], outcome:
     splits = objective.training_splits()
     # The accounted Gaussian mechanism with noise from the run's secret stream (privacy rule 4); the exact
     # accuracy only when the mechanism treats the validation data as public.
-    score: float | PrivateScore = (outcome.correct / (mechanism.n_val or len(splits.y_val))
-                                   if mechanism.score_noise is None else run.private_score(outcome.correct))
+    correct = objective.released_count(outcome.correct, mechanism)
+    score: float | PrivateScore = (correct / (mechanism.n_val or len(splits.y_val))
+                                   if mechanism.score_noise is None else run.private_score(correct))
     return score, objective.trained_model(params, dict(outcome.state_dict), splits.num_classes)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+from dphypo.privacy.split import SplitRule
+
 if TYPE_CHECKING:
     from dphypo.train.data import Splits
     from dphypo.train.mechanism import DPSGDMechanism
@@ -30,6 +32,9 @@ class DPSGD:
             validation predictions (sensitivity 1). ``None``: the score is not privatised, which is only correct
             when the validation data is public (privacy rule 4).
         secure_mode: Opacus's cryptographically secure noise and batches (needs ``torchcsprng``).
+        split_rule: The public rule of the per-record split the runs use (docs/proofs/split.md; ``n_train`` and
+            ``n_val`` are then its nominal sizes), or ``None`` (a seeded permutation split): what an accountant reads
+            to choose the bound.
 
     Example:
         >>> from dphypo.train import DPSGD
@@ -45,6 +50,7 @@ class DPSGD:
     n_val: int | None = None
     score_noise: float | None = None
     secure_mode: bool = False
+    split_rule: SplitRule | None = None
 
     def __post_init__(self) -> None:
         self.mechanism(1.0)  # one validation, the mechanism's: fail at construction, before any data is read
@@ -52,9 +58,14 @@ class DPSGD:
     @classmethod
     def from_splits(cls, splits: Splits, *, batch_size: int, epochs: int, score_noise: float | None = None,
                     secure_mode: bool = False) -> DPSGD:
-        """The settings whose ``n_train`` and ``n_val`` are the sizes of ``splits``."""
-        return cls(batch_size=batch_size, epochs=epochs, n_train=len(splits.y_train), n_val=len(splits.y_val),
-                   score_noise=score_noise, secure_mode=secure_mode)
+        """The settings whose ``n_train`` and ``n_val`` are the accounted sizes of ``splits``.
+
+        :attr:`~dphypo.train.data.Splits.accounted_sizes` (nominal under a per-record split, docs/proofs/split.md
+        §5) and the splits' ``split_rule``.
+        """
+        n_train, n_val = splits.accounted_sizes
+        return cls(batch_size=batch_size, epochs=epochs, n_train=n_train, n_val=n_val, score_noise=score_noise,
+                   secure_mode=secure_mode, split_rule=splits.split_rule)
 
     def mechanism(self, sigma: float) -> DPSGDMechanism:
         """The per-run mechanism at noise multiplier ``sigma``."""

@@ -287,3 +287,29 @@ def test_gp_placement_and_a_gp_rule_place_every_probe_from_released_values_and_t
         tune_two_stage(Untouchable(), SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, recommend="gp-mean",
                        journal=journal, objective_id="t")
 
+
+
+def test_probes_with_noisier_scores_release_at_that_noise_and_seal_it(tmp_path) -> None:
+    class Noise(Recording):
+        def __call__(self, params, run):
+            self.seen.append((run.mechanism.epochs, run.mechanism.score_noise))
+            return self.inner(params, run)
+
+    design, objective, journal = TwoStage(ProbeRelease(3)), Noise(), tmp_path / "j.db"
+    result = tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, seed=5,
+                            probe_score_noise_factor=2.0, journal=journal)
+    noise = TRAINING.score_noise
+    assert objective.seen == [(1, 2 * noise)] * 3 + [(2, noise)]  # each probe's score released at twice the noise
+    outcome = result.two_stage
+    assert outcome.probe_mechanism.score_noise == 2 * noise and outcome.final_mechanism.score_noise == noise
+    recomputed = account_two_stage(outcome.probe_mechanism.rdp(), outcome.final_mechanism.rdp(), design.stage1,
+                                   design.stage2, 1e-5)
+    assert result.release.privacy.methods["rdp"] == recomputed.epsilon
+    # cheaper than the same probes at the final run's score noise (their scores cost a quarter in RDP)
+    _, _, today = two_stage_mechanisms(TRAINING, design, probe_epochs=1, epsilon=None, delta=1e-5, sigmas=SIGMAS)
+    assert result.release.epsilon < today.epsilon
+    with pytest.raises(JournalMismatch, match="probe_score_noise_factor"):  # a resume at another noise: refused
+        tune_two_stage(objective, SPACE, TRAINING, design, probe_epochs=1, sigmas=SIGMAS, seed=5, journal=journal)
+    with pytest.raises(ValueError, match="the training releases no noisy score"):
+        two_stage_mechanisms(DPSGD(batch_size=64, epochs=2, n_train=1000), design, probe_epochs=1, epsilon=None,
+                             delta=1e-5, sigmas=SIGMAS, probe_score_noise_factor=2.0)

@@ -44,3 +44,26 @@ def test_uniform_arms_meet_epsilon_with_sigma_rising_in_runs_and_cache_their_val
     first = arm.values(20, 1)
     assert arm.values(20, 1) is first and first.shape == (20,)
     assert not np.array_equal(arm.values(20, 2), first)  # another stream, other searches
+
+
+def test_any_family_and_its_probe_families_are_read_from_landscape_options(bench) -> None:
+    members = str(ROOT / "landscapes" / "digits_mlp_sigma*.npz")
+    probes = [str(ROOT / "landscapes" / "multifidelity" / f"digits_mlp_epochs{e}_sigma*.npz") for e in (1, 2)]
+
+    def families(*argv: str):
+        return bench.families(bench.build_parser().parse_args(list(argv)))
+
+    family, probe_families = families("--landscape", members, "--probe-landscape", *probes)
+    assert family.mechanism_metadata["epochs"] == 10 and len(family.sigmas) == len(bench.expand([members]))
+    # full-fidelity probes on the family itself, and one probe family per fidelity given, grouped by epochs
+    assert sorted(probe_families) == [1, 2, 10] and probe_families[10] is family
+    assert all(probe_families[e].mechanism_metadata["epochs"] == e for e in (1, 2))
+    assert list(families("--landscape", members, "--probe-landscape", probes[1], "--probe-epochs", "2")[1]) == [2]
+    with pytest.raises(ValueError, match=r"--probe-epochs \[5\] have no --probe-landscape members"):
+        families("--landscape", members, "--probe-landscape", probes[1], "--probe-epochs", "5")
+    with pytest.raises(ValueError, match="--probe-landscape needs --landscape"):
+        families("--probe-landscape", probes[1])
+    with pytest.raises(FileNotFoundError, match="no landscape file matches"):
+        families("--landscape", str(ROOT / "landscapes" / "nothing*.npz"))
+    shipped, fidelities = families("--family", "mnist")  # the shipped families as before
+    assert shipped.sigmas == bench.load("mnist").sigmas and list(fidelities) == [10]

@@ -159,17 +159,29 @@ def _tune_child(tmp_path: Path, *args: str, base: tuple[str, ...] = (*UNIFORM_TU
                             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
 
 
-@pytest.mark.parametrize("strategy", ["uniform", "gp"])
-@pytest.mark.parametrize("seeded", [True, False], ids=["seed", "fresh-entropy"])
-def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_path, strategy, seeded) -> None:
+def _released_in_process(tmp_path: Path, capsys, monkeypatch, argv: list[str]) -> dict:
+    """``dphypo *argv`` run in this process, in ``tmp_path`` (as a child would): its JSON output."""
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert run(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# One case per resume path: the adaptive search (GP refit on the journaled history) with --seed, compared with the
+# uninterrupted search, and the uniform search on fresh entropy (stored in the journal, read back on resume). Every
+# strategy × run-count law is compared with its uninterrupted search at the Tuner level (tests/search/test_faults.py);
+# here `dphypo tune` itself is killed from outside. Only the killed search is a subprocess (it is the subject); the
+# uninterrupted reference and the resume run in this process (same command, same folder).
+@pytest.mark.parametrize(("strategy", "seeded"), [("gp", True), ("uniform", False)],
+                         ids=["gp-seed", "uniform-fresh-entropy"])
+def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_path, capsys, monkeypatch, strategy,
+                                                                           seeded) -> None:
     seed = ["--seed", "7"] if seeded else []
     # One Opacus run at a time (a vectorised pass in flight loses the whole pass: see the test below).
     common = ["--strategy", strategy, "--max-lost", "1", "--engine", "opacus", *seed]
+    base = [*UNIFORM_TUNE, "--epochs", "2"]
     if seeded:
-        reference = _tune_child(tmp_path, *common, "--out", "ref")
-        out, err = reference.communicate(timeout=600)
-        assert reference.returncode == 0, err
-        expected = json.loads(out)
+        expected = _released_in_process(tmp_path, capsys, monkeypatch, [*base, *common, "--out", "ref"])
     journal = ["--journal", "j.db", "--out", "out"]
     child = _tune_child(tmp_path, *common, *journal)
     deadline = time.monotonic() + 300
@@ -178,10 +190,7 @@ def test_a_killed_cli_search_resumes_and_releases_the_uninterrupted_result(tmp_p
     time.sleep(1.5)  # somewhere inside the search: before, between or during runs (each case must resume)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
-    resumed = _tune_child(tmp_path, *common, *journal)
-    out, err = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, err
-    released = json.loads(out)
+    released = _released_in_process(tmp_path, capsys, monkeypatch, [*base, *common, *journal])
     if seeded:
         assert released["release"]["params"] == expected["release"]["params"]
         assert released["release"]["score"] == expected["release"]["score"]
@@ -301,10 +310,7 @@ def test_a_killed_two_stage_cli_search_resumes_and_releases_the_uninterrupted_re
     # `dphypo tune`'s default kind of search (two-stage), killed from outside at some moment of the search
     base = tuple("tune --design two-stage --probes 3 --epochs 2 --probe-epochs 1 --lr-grid 0.3,1,3 --clip-grid "
                  "0.5,1,2 --max-lost 1 --engine opacus --seed 7 --json".split())
-    reference = _tune_child(tmp_path, "--out", "ref", base=base)
-    out, err = reference.communicate(timeout=600)
-    assert reference.returncode == 0, err
-    expected = json.loads(out)
+    expected = _released_in_process(tmp_path, capsys, monkeypatch, [*base, "--out", "ref"])  # uninterrupted
     journal = ["--journal", "j.db", "--out", "out"]
     child = _tune_child(tmp_path, *journal, base=base)
     deadline = time.monotonic() + 300
@@ -313,10 +319,8 @@ def test_a_killed_two_stage_cli_search_resumes_and_releases_the_uninterrupted_re
     time.sleep(1.5)  # somewhere in the search: before it, in a stage or between the stages (each must resume)
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
-    monkeypatch.chdir(tmp_path)  # the resume, in this process (as the child ran it: same folder, same command)
-    capsys.readouterr()
-    assert run([*base[:-1], *journal, "--json"]) == 0
-    released = json.loads(capsys.readouterr().out)
+    # the resume, in this process (as the child ran it: same folder, same command)
+    released = _released_in_process(tmp_path, capsys, monkeypatch, [*base[:-1], *journal, "--json"])
     assert released["release"]["params"] == expected["release"]["params"]
     assert released["release"]["score"] == expected["release"]["score"]
     assert released["privacy"]["epsilon"] == expected["privacy"]["epsilon"]

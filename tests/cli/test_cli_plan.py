@@ -39,6 +39,18 @@ def test_plan_table_marks_the_best_configuration_and_json_agrees(capsys: pytest.
                                   "source": "--run-seconds"}
     assert all(r["expected_compute"] == pytest.approx(20.0) and r["within_budget"] for r in rows)
     assert [e["name"] for e in payload["pareto_front"]] == [best["name"]]  # one E[T]: only the best is on the front
+    # the pick on 4 fresh searches (as many as --repeats), against the best uniform search with its compute
+    evaluation = payload["evaluation"]
+    assert evaluation["repeats"] == 4 and evaluation["seed"] == 1 + 2**32 and evaluation["selection_seed"] == 1
+    assert evaluation["pick"]["name"] == best["name"] and evaluation["selection_mean"] == best["mean"]
+    assert len(evaluation["pick"]["ci95"]) == 2 and evaluation["pick"]["sigma"] == best["sigma"]
+    if best["design"] == "uniform":  # the only uniform row at E[T] = 10: nothing with its compute to compare with
+        assert evaluation["uniform_comparator"] is None and "most expected runs" in evaluation["reason"]
+    else:
+        assert evaluation["uniform_comparator"]["name"] == "uniform, E[T]=10"
+        assert evaluation["difference_vs_uniform"]["pairing"] == "paired, same T per repeat"
+        assert "pick − uniform" in payload["verdict"]
+    assert f"On 4 fresh searches (seed {1 + 2**32}, not the selection's) the pick releases" in payload["verdict"]
 
     assert run(["plan", *FAMILY, "--epsilon", "8", *SMALL]) == 0
     out = capsys.readouterr().out
@@ -73,6 +85,11 @@ def test_plan_lists_unreachable_and_outside_family_candidates(capsys: pytest.Cap
     (["--max-mean-runs", "0.5"], "--max-mean-runs must be"),
     (["--max-mean-runs", "5"], "no candidate meets the compute budget: the cheapest, uniform, E[T]=10, has E[runs]"),
     (["--run-seconds", "3", "--compute-budget", "20"], "has expected compute 30 s > budget 20 s"),
+    (["--evaluate-repeats", "-1"], "--evaluate-repeats must be"),
+    (["--evaluate-seed", "0"], "--evaluate-seed must differ from --seed"),
+    (["--split", "0.5"], "--split is the budget split of a two-stage design: add --design two-stage"),
+    (["--design", "two-stage", "--split", "1.5"], "--split must be in (0, 1)"),
+    (["--design", "two-stage", "--split", "0.5", "--split", "0.5"], "--split must be distinct values"),
 ])
 def test_plan_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str], extra: list[str],
                                               message: str) -> None:
@@ -99,12 +116,15 @@ def test_plan_help_says_the_plan_uses_no_private_data(capsys: pytest.CaptureFixt
 
 def test_plan_compares_two_stage_designs_at_equal_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", *FAMILY, "--epsilon", "8", "--mean", "20", "--repeats", "40", "--seed", "1", "--workers", "1",
-            "--design", "uniform", "--design", "two-stage", "--json"]
+            "--design", "uniform", "--design", "two-stage", "--split", "0.3", "--split", "0.7",
+            "--evaluate-repeats", "0", "--json"]
     payload = _json(capsys, argv)
     rows = payload["rows"]
     assert {r["design"] for r in rows} == {"uniform", "two-stage"}  # no DP-HyPO row: it was not asked for
     staged = [r for r in rows if r["design"] == "two-stage"]
-    assert len(staged) == 6  # selected and released probes at three splits
+    assert len(staged) == 4  # selected and released probes at the two --split values
+    assert sorted(r["two_stage"]["split"] for r in staged) == [0.3, 0.3, 0.7, 0.7]
+    assert payload["evaluation"] is None and "fresh searches" not in payload["verdict"]  # --evaluate-repeats 0
     ran = [r for r in staged if r["status"] == "ok"]
     assert ran and all(7.95 <= r["epsilon"] <= 8.0 and r["probe_sigma"] > r["sigma"] * 0.5 for r in ran)
     assert all(r["two_stage"]["expected_final_runs"] == 1.0 and r["expected_runs"] == 21.0 for r in staged)
@@ -127,7 +147,7 @@ def test_plan_gives_two_stage_probes_a_cheaper_family(capsys: pytest.CaptureFixt
     probes = [arg for path in sorted((LANDSCAPES / "multifidelity").glob("digits_mlp_epochs2_sigma*.npz"))
               for arg in ("--probe-landscape", str(path))]
     argv = ["plan", *FAMILY, *probes, "--epsilon", "8", "--mean", "10", "--repeats", "20", "--seed", "1",
-            "--workers", "1", "--design", "uniform", "--design", "two-stage", "--json"]
+            "--workers", "1", "--design", "uniform", "--design", "two-stage", "--split", "0.7", "--json"]
     payload = _json(capsys, argv)
     staged = [r for r in payload["rows"] if r["design"] == "two-stage"]
     assert staged and all(r["label"].endswith("2-epoch probes") and r["two_stage"]["probe_epochs"] == 2
@@ -136,5 +156,11 @@ def test_plan_gives_two_stage_probes_a_cheaper_family(capsys: pytest.CaptureFixt
     assert all(r["expected_runs"] == pytest.approx(10 * 0.2 + 1) for r in staged)
     released = next(r for r in staged if r["label"].startswith("two-stage: release 10 probes") and r["status"] == "ok")
     assert 7.95 <= released["epsilon"] <= 8.0 and released["probe_sigma"] > 0
+    # the pick on fresh searches against the uniform search with at least its expected runs (uniform E[T] = 10)
+    evaluation = payload["evaluation"]
+    assert evaluation["pick"]["name"] == payload["best"] and evaluation["repeats"] == 20
+    if evaluation["pick"]["design"] == "two-stage":
+        assert evaluation["uniform_comparator"]["name"] == "uniform, E[T]=10"
+        assert evaluation["difference_vs_uniform"]["pairing"] == "unpaired, Welch"
     assert run(["plan", *FAMILY, *probes, "--epsilon", "8"]) == 2  # no two-stage design asked for
     assert "--probe-landscape is the probes' family of a two-stage design" in capsys.readouterr().err

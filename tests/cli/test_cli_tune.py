@@ -410,8 +410,25 @@ def test_the_default_runs_at_epsilon_4_and_says_which_design_and_why(tmp_path, c
     # before: 20 released probes' score releases alone cost ε ≥ 2.77 > their share 2.0, and the command exited 2
     assert run(["tune", "--epsilon", "4", "--epochs", "2", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert payload["design"]["label"] == "release 10 probes -> 1 final run, split 0.5" and payload["epsilon"] <= 4.0
-    assert payload["design_reason"].startswith("auto at epsilon = 4: the equal-epsilon studies' winner at epsilon = 4")
+    # 10 probes' scores would starve their training (1.88 of 2.0): 20 probes at twice the score noise (issue #31.3)
+    assert payload["design"]["label"] == "release 20 probes -> 1 final run, split 0.5, probe score noise x2"
+    assert payload["epsilon"] <= 4.0 and payload["design"]["probe_score_noise_factor"] == 2.0
+    probes, final = payload["candidates"]
+    assert probes["score_noise"] == pytest.approx(2 * final["score_noise"])
+    assert payload["design_reason"].startswith("auto at epsilon = 4: 10 probes' score releases leave their training")
+
+
+def test_probe_score_noise_accuracy_sets_the_probes_noise_and_is_refused_in_one_line(tmp_path, capsys) -> None:
+    assert run(["tune", "--probe-score-noise-accuracy", "0.03", "--probes", "5", "--epsilon", "4", "--epochs", "2",
+                "--out", str(tmp_path), "--dry-run", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["design"]["probe_score_noise_factor"] == pytest.approx(1.5) and payload["epsilon"] <= 4.0
+    for extra, message in ((["--probe-score-noise-accuracy", "0"], "--probe-score-noise-accuracy must be"),
+                           (["--probe-score-noise-accuracy", "0.03", "--score-noise-accuracy", "0"],
+                            "--probe-score-noise-accuracy needs a private score release")):
+        assert run(["tune", *extra, "--out", str(tmp_path), "--dry-run"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
 
 
 def test_options_of_both_designs_are_refused_naming_them_not_a_design_the_user_never_wrote(tmp_path, capsys) -> None:

@@ -324,6 +324,18 @@ def test_a_two_stage_row_is_its_design_simulated_at_its_calibrated_sigmas_and_co
     np.testing.assert_array_equal(staged.values, expected)
     comparison = compare_rows(staged, uniform)
     assert not comparison.paired and comparison.pairing == "unpaired, Welch"
+    evaluation = result.evaluation  # the pick on fresh repeats: its own streams of the evaluation seed
+    assert evaluation is not None
+    fresh = evaluation.pick
+    if fresh.candidate is staged.candidate:
+        rng = np.random.default_rng([3 + 2**32, 2_024])
+        np.testing.assert_array_equal(fresh.values, two_stage_values(
+            design, family.at(calibration.probe_sigma), family.at(calibration.final_sigma), 50, rng))
+        # no uniform row with its 21 expected runs: uniform search at E[T] = 21, unpaired with a two-stage design
+        assert evaluation.comparator is not None and evaluation.comparator.candidate.name == "uniform, E[T]=21"
+        assert evaluation.comparison is not None and evaluation.comparison.pairing == "unpaired, Welch"
+    else:
+        assert evaluation.comparator is None and "most expected runs" in evaluation.reason
     assert staged.candidate.expected_runs == 21.0 and staged.candidate.design == "two-stage"
     # default grid: selected probes at every split, released probes only for integer counts
     names = [c.name for c in default_two_stage_candidates([20, 12.5])]
@@ -342,3 +354,115 @@ def test_cheap_probes_count_their_share_of_a_run_and_the_final_epochs_must_be_th
     assert TwoStageCandidate(design).expected_runs == 11.0
     with pytest.raises(ValueError, match="relative to the family's 10 epochs"):
         plan_search(family, 8.0, DELTA, [TwoStageCandidate(design, probes, final_epochs=20)], repeats=2, workers=1)
+
+
+def test_the_pick_is_reported_on_fresh_repeats_against_the_best_uniform_search_of_at_least_its_compute(
+    plan8: tuple[PlanResult, list[PlanRow]], family: LandscapeFamily
+) -> None:
+    from dphypo.simulation.planner import EVALUATION_SEED_OFFSET
+
+    result, _ = plan8
+    evaluation = result.evaluation
+    assert evaluation is not None and result.best is not None
+    assert evaluation.selected is result.best and evaluation.pick.candidate is result.best.candidate
+    assert evaluation.seed == 3 + EVALUATION_SEED_OFFSET and evaluation.repeats == REPEATS
+    pick = evaluation.pick
+    C, c = pick.candidate.bounds
+    fresh = simulate(family.at(pick.sigma), [pick.candidate.strategy], repeats=REPEATS,  # type: ignore[arg-type]
+                     run_count=pick.candidate.run_count, C=C, c=c, seed=evaluation.seed, workers=1)[0]
+    np.testing.assert_allclose(pick.values, fresh.values, rtol=0, atol=1e-12)  # the fresh streams, not the selection's
+    assert not np.array_equal(pick.values, result.best.values)
+    assert pick.sigma == result.best.sigma and pick.mean == pytest.approx(fresh.mean)
+    # the comparators: every uniform row with at least the pick's expected runs (but the pick), best fresh mean first
+    pool = [r for r in result.rows if r is not result.best and r.candidate.design == "uniform"
+            and r.candidate.expected_runs >= result.best.candidate.expected_runs]
+    assert sorted(r.candidate.name for r in evaluation.uniform) == sorted(r.candidate.name for r in pool)
+    if pool:
+        comparator, cmp = evaluation.comparator, evaluation.comparison
+        assert comparator is not None and cmp is not None and comparator.seed == evaluation.seed
+        assert comparator.mean == max(r.mean for r in evaluation.uniform)  # type: ignore[type-var]
+        assert cmp.paired and cmp.first is pick and cmp.second is comparator  # common streams on the fresh repeats
+        expected = mean_ci95(pick.values - comparator.values)
+        assert cmp.difference == pytest.approx(expected[0]) and cmp.ci95 == pytest.approx(expected[1])
+    else:
+        assert evaluation.comparison is None and evaluation.reason
+    payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))["evaluation"]
+    assert payload["pick"]["name"] == result.best.candidate.name and payload["seed"] == evaluation.seed
+    assert payload["pick"]["mean"] == pytest.approx(pick.mean) and payload["selection_mean"] == pytest.approx(
+        result.best.mean)
+    assert len(payload["pick"]["ci95"]) == 2 and ("difference_vs_uniform" in payload)
+
+
+def test_changing_only_the_selection_seed_leaves_the_fresh_repeats_alone(family: LandscapeFamily) -> None:
+    candidates = _candidates([Uniform(), GPUCB(C=1.25, c=0.8)], means=(10.0,))
+    runs = [plan_search(family, 8.0, DELTA, candidates, repeats=REPEATS, seed=seed, workers=1, adaptive_theorem="A",
+                        evaluate_repeats=6, evaluate_seed=77) for seed in (3, 4)]
+    for first, second in zip(runs[0].rows, runs[1].rows, strict=True):
+        assert first.sigma == second.sigma and not np.array_equal(first.values, second.values)  # other selections
+    for result in runs:
+        evaluation = result.evaluation
+        assert evaluation is not None and evaluation.seed == 77 and evaluation.pick.repeats == 6
+        pick = evaluation.pick
+        C, c = pick.candidate.bounds
+        # the reported value is the fresh simulation at the evaluation seed, whatever the selection seed was
+        again = simulate(family.at(pick.sigma), [pick.candidate.strategy], repeats=6,  # type: ignore[arg-type]
+                         run_count=pick.candidate.run_count, C=C, c=c, seed=77, workers=1)[0]
+        np.testing.assert_allclose(pick.values, again.values, rtol=0, atol=1e-12)
+        assert pick.mean != evaluation.selected.mean
+    assert plan_search(family, 8.0, DELTA, candidates, repeats=2, workers=1, adaptive_theorem="A",
+                       evaluate_repeats=0).evaluation is None
+    with pytest.raises(ValueError, match="evaluate_seed must differ from seed"):
+        plan_search(family, 8.0, DELTA, candidates, repeats=2, seed=5, evaluate_seed=5, workers=1)
+    with pytest.raises(ValueError, match="evaluate_repeats must be"):
+        plan_search(family, 8.0, DELTA, candidates, repeats=2, evaluate_repeats=-1, workers=1)
+
+
+def test_a_pick_with_no_uniform_row_of_its_compute_is_compared_with_uniform_search_at_its_expected_runs(
+    family: LandscapeFamily,
+) -> None:
+    candidates = _candidates([GPUCB(C=1.25, c=0.8)], means=(10.0,))
+    result = plan_search(family, 8.0, DELTA, candidates, repeats=4, seed=3, workers=1, adaptive_theorem="A")
+    evaluation = result.evaluation
+    assert evaluation is not None and evaluation.comparator is not None and evaluation.comparison is not None
+    comparator = evaluation.comparator
+    assert comparator.candidate.name == "uniform, E[T]=10" and comparator.status == "ok"
+    assert comparator.candidate.run_count == candidates[0].run_count  # the plan's law of T: paired, same T
+    assert evaluation.comparison.pairing == "paired, same T per repeat" and comparator.repeats == 4
+    assert 8.0 - 0.05 <= comparator.epsilon <= 8.0  # type: ignore[operator]  # calibrated like every row
+
+
+class _RecordingExecutor:
+    """Runs items in this process, recording every batch it was handed (an Executor with 2 workers)."""
+
+    workers = 2
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[str, int]] = []
+
+    def run(self, fn, items, **_: Any):  # type: ignore[no-untyped-def]
+        self.batches.append((fn.__name__, len(items)))
+        return [fn(item) for item in items]
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _RecordingExecutor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+def test_the_calibrations_of_a_plan_go_to_the_executor_at_once(family: LandscapeFamily) -> None:
+    from dphypo.simulation.planner import Executor
+
+    pool = _RecordingExecutor()
+    assert isinstance(pool, Executor)
+    candidates = _candidates([Uniform()])  # E[T] = 10 and 20: no GP to fit, only the calibrations matter here
+    result = plan_search(family, 8.0, DELTA, candidates, repeats=4, seed=3, adaptive_theorem="A", executor=pool,
+                         evaluate_repeats=0)
+    assert pool.batches[0] == ("_calibrate", 2)  # every candidate's σ in one batch of the executor's workers
+    again = plan_search(family, 8.0, DELTA, candidates, repeats=4, seed=3, adaptive_theorem="A", workers=1,
+                        evaluate_repeats=0)
+    assert [r.sigma for r in result.rows] == [r.sigma for r in again.rows]  # the same σ in and out of workers
+    np.testing.assert_array_equal(result.rows[1].values, again.rows[1].values)

@@ -170,3 +170,51 @@ def test_gp_placement_and_the_posterior_mean_beat_uniform_placement_and_the_best
     difference = gp - base
     half = stats.t.ppf(0.975, 39) * difference.std(ddof=1) / np.sqrt(40)
     assert difference.mean() - half > 0  # paired 95 % CI above 0
+
+
+PROBE_FAMILY = sorted((ROOT / "multifidelity").glob("digits_mlp_epochs2_sigma*.npz"))
+
+
+@pytest.mark.parametrize(("epsilon", "probes", "factor"), [(8.0, 20, 1.0), (4.0, 20, 2.0)])
+def test_simulated_sigmas_are_the_ones_tune_runs(epsilon, probes, factor) -> None:
+    # one calibration (dphypo.api.two_stage.calibrate_mechanisms, composed PLDs): the simulation calibrated by RDP
+    # alone before, 0.974 where tune's dry run runs the default's final run at 0.917 on digits at ε = 8
+    from dphypo.api.design import TwoStageSearch
+    from dphypo.api.two_stage import two_stage_mechanisms
+    from dphypo.train import DPSGD
+    from dphypo.train.data import split_sizes
+
+    family = load_family(DIGITS_FAMILY)
+    metadata = family.mechanism_metadata
+    design = TwoStage(ProbeRelease(probes), FinalRun(), 0.5)
+    simulated = calibrate_design(design, epsilon, 1e-5, metadata, {**metadata, "epochs": 2},
+                                 probe_score_noise_factor=factor)
+    n_train, n_val = split_sizes("digits")  # what `dphypo tune --dry-run` trains: its defaults
+    training = DPSGD(batch_size=64, epochs=10, n_train=n_train, n_val=n_val, score_noise=0.02 * n_val)
+    search = TwoStageSearch(design, probe_score_noise_factor=factor)
+    probe, final, report = two_stage_mechanisms(training, design, probe_epochs=search.epochs_of_probes(training),
+                                                epsilon=epsilon, delta=1e-5, probe_score_noise_factor=factor)
+    assert (simulated.probe_sigma, simulated.final_sigma) == (probe.sigma, final.sigma)
+    assert simulated.report.epsilon == report.epsilon and report.method == "pld"
+    assert probe.score_noise == pytest.approx(factor * 0.02 * n_val)
+
+
+def test_probes_with_noisier_scores_are_simulated_at_that_noise() -> None:
+    landscape = grid(MEANS, 0.05)
+    from dphypo.simulation.two_stage import probe_noise_landscape
+
+    assert probe_noise_landscape(landscape, 0.02, 0.02) is landscape
+    noisier = probe_noise_landscape(landscape, 0.02, 0.04)  # seed spread sqrt(0.05² − 0.02²), then 0.04 on top
+    np.testing.assert_allclose(noisier.std, np.sqrt(0.05**2 - 0.02**2 + 0.04**2))
+    np.testing.assert_array_equal(noisier.mean, landscape.mean)
+    family, probes = load_family(DIGITS_FAMILY), load_family(PROBE_FAMILY)
+    design = TwoStage(ProbeRelease(20), FinalRun(), 0.5)
+    from dphypo.simulation.two_stage import BASELINE_ARM, simulate_two_stage_arms
+
+    result = simulate_two_stage_arms(design, family, 4.0, 1e-5, 50, 0, (BASELINE_ARM,), probe_family=probes,
+                                     probe_score_noise_factor=2.0)
+    assert result.calibration.report.epsilon <= 4.0 and result.values[0].shape == (50,)
+    from dphypo.privacy.calibration import CalibrationError
+
+    with pytest.raises(CalibrationError, match=r"alone costs at least epsilon=2\.766"):  # today's noise cannot
+        simulate_two_stage_arms(design, family, 4.0, 1e-5, 50, 0, (BASELINE_ARM,), probe_family=probes)

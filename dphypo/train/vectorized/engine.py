@@ -255,9 +255,11 @@ class VectorizedDPSGD:
         y_val: Labels ``(m,)``.
         num_classes: Output size of a named model.
         options: Device, chunk size, memory budget, threads.
-        nominal_n_train: Accept ``len(x_train) != mechanism.n_train`` (the subsampled-tuning protocol of
-            :meth:`~dphypo.train.objective.DPSGDObjective.with_subset`: the rate and step count stay the mechanism's;
-            the divisor is Opacus's ``int(len(x_train) * mechanism.sample_rate)``).
+        nominal_n_train: Accept ``len(x_train) != mechanism.n_train`` (``mechanism.n_train`` is a public nominal
+            size: the subsampled-tuning protocol of :meth:`~dphypo.train.objective.DPSGDObjective.with_subset`, or a
+            per-record split, docs/proofs/split.md §5): the Poisson masks run over the realised records at the
+            mechanism's rate, and the rate, step count and divisor ``mechanism.expected_batch_size`` =
+            ``int(mechanism.n_train * mechanism.sample_rate)`` stay the mechanism's, whatever the realised size.
 
     Raises:
         ValueError: An unsupported model (one line naming the module), a secure-mode mechanism, or mismatched data.
@@ -315,10 +317,11 @@ class VectorizedDPSGD:
         else:
             self.memory_bytes = CPU_MEMORY_BYTES
         self.rate = poisson_rate(mechanism.batches_per_epoch)
-        self.divisor = expected_batch_size(self.n, mechanism.sample_rate)
+        # the divisor from the public n_train (equal to Opacus's int(len(x_train) * q) when the sizes agree)
+        self.divisor = expected_batch_size(mechanism.n_train, mechanism.sample_rate)
         if self.divisor < 1:
-            raise ValueError(f"Opacus's expected batch size int({self.n} * {mechanism.sample_rate:g}) is 0 for this "
-                             "data")
+            raise ValueError(f"Opacus's expected batch size int({mechanism.n_train} * {mechanism.sample_rate:g}) is 0 "
+                             "for this mechanism")
 
     # -- public helpers ------------------------------------------------------------------------------------------
 
