@@ -93,17 +93,22 @@ def test_the_score_release_floor_is_the_studies_closed_form() -> None:
     assert score_release_floor(TwoStageSearch(), DPSGD(batch_size=8, epochs=1, n_train=100), 1e-5) == (0.0, 0.0)
 
 
+# The automatic design's released probes are GP-placed and GP-committed (docs/studies.md, "GP placement of released
+# probes"); a design given explicitly keeps uniform placement + best probe.
+_GP = " (probes placed by gp-log-nei) (committed by gp-mean)"
+
+
 @pytest.mark.parametrize(("dataset", "epsilon", "expected"), [
     # the equal-ε studies' winners (docs/studies.md: "Two-stage designs with cheap probes" and "... on the
     # MNIST-subset CNN family", 2-epoch probes, ≤ 10-20 runs of compute)
-    ("digits", 8.0, "release 20 probes -> 1 final run, split 0.5"),
+    ("digits", 8.0, "release 20 probes -> 1 final run, split 0.5" + _GP),
     # digits at ε < 4.43: 10 probes' score releases starve their training, so 20 probes with noisier scores
-    ("digits", 4.0, "release 20 probes -> 1 final run, split 0.5, probe score noise x2"),
-    ("digits", 2.0, "release 20 probes -> 1 final run, split 0.5, probe score noise x3"),
-    ("digits", 6.0, "release 10 probes -> 1 final run, split 0.5"),
-    ("mnist-subset", 8.0, "release 20 probes -> 1 final run, split 0.5"),
-    ("mnist-subset", 4.0, "release 10 probes -> 1 final run, split 0.5"),
-    ("mnist-subset", 2.0, "release 10 probes -> 1 final run, split 0.5"),
+    ("digits", 4.0, "release 20 probes -> 1 final run, split 0.5" + _GP + ", probe score noise x2"),
+    ("digits", 2.0, "release 20 probes -> 1 final run, split 0.5" + _GP + ", probe score noise x3"),
+    ("digits", 6.0, "release 10 probes -> 1 final run, split 0.5" + _GP),
+    ("mnist-subset", 8.0, "release 20 probes -> 1 final run, split 0.5" + _GP),
+    ("mnist-subset", 4.0, "release 10 probes -> 1 final run, split 0.5" + _GP),
+    ("mnist-subset", 2.0, "release 10 probes -> 1 final run, split 0.5" + _GP),
     # below the studies: the cheapest design that still runs
     ("digits", 1.0, "single-stage uniform search, E[T]=20 (geometric)"),
 ])
@@ -113,6 +118,16 @@ def test_auto_picks_the_studies_winner_that_runs_at_each_epsilon(dataset, epsilo
     assert reason.startswith(f"auto at epsilon = {epsilon:g}") and "\n" not in reason
     if "probe score noise" in expected:  # why noisier probes: 10 probes' scores alone cost ≥ 1.88 of 2 (or 1)
         assert "10 probes' score releases leave their training under 15% of their share" in reason
+
+
+def test_auto_places_released_probes_by_the_gp_and_commits_its_posterior_mean() -> None:
+    # issue #31: the studies' winner (never lost against uniform + best probe on fresh searches, worst 5 % better)
+    released = [d for d in auto_candidates(8.0, _training()) if getattr(d, "placement_name", None) == "gp-log-nei"]
+    assert len(released) == 2 and {d.recommend for d in released} == {"gp-mean"}
+    selection = [d for d in auto_candidates(8.0) if d.label().startswith("select")]
+    assert selection and all(d.placement is None and d.recommend == "best-probe" for d in selection)
+    design = auto_design(_training(), 8.0)[0]
+    assert design_from_dict(design.describe()) == design  # a plan's pick runs as it is, GP rules included
 
 
 def test_auto_respects_the_compute_budget_and_refuses_only_where_nothing_runs() -> None:

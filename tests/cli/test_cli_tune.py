@@ -348,7 +348,8 @@ TWO_STAGE = "tune --epochs 2 --lr-grid 0.3,1,3 --clip-grid 0.5,2 --probes 4 --se
 def test_tune_defaults_to_two_stage_and_single_stage_options_select_a_single_search(tmp_path, capsys) -> None:
     assert run(["tune", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     default = json.loads(capsys.readouterr().out)
-    assert default["design"]["label"] == "release 20 probes -> 1 final run, split 0.5"
+    assert default["design"]["label"] == ("release 20 probes -> 1 final run, split 0.5 (probes placed by gp-log-nei) "
+                                           "(committed by gp-mean)")
     assert [(row["stage"], row["epochs"]) for row in default["candidates"]] == [("probes", 2), ("final", 10)]
     assert default["epsilon"] <= 8.0
     assert default["design"]["kind"] == "two-stage" and default["design_reason"].startswith("auto at epsilon = 8")
@@ -411,7 +412,8 @@ def test_the_default_runs_at_epsilon_4_and_says_which_design_and_why(tmp_path, c
     assert run(["tune", "--epsilon", "4", "--epochs", "2", "--out", str(tmp_path), "--dry-run", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     # 10 probes' scores would starve their training (1.88 of 2.0): 20 probes at twice the score noise (issue #31.3)
-    assert payload["design"]["label"] == "release 20 probes -> 1 final run, split 0.5, probe score noise x2"
+    assert payload["design"]["label"] == ("release 20 probes -> 1 final run, split 0.5 (probes placed by gp-log-nei) "
+                                           "(committed by gp-mean), probe score noise x2")
     assert payload["epsilon"] <= 4.0 and payload["design"]["probe_score_noise_factor"] == 2.0
     probes, final = payload["candidates"]
     assert probes["score_noise"] == pytest.approx(2 * final["score_noise"])
