@@ -189,6 +189,11 @@ def cached_calibration(
     :data:`~dphypo.privacy.calibration.COARSE_DISCRETIZATION` for the coarse search). A cached σ is returned with the
     report of one full-precision accounting there (``evaluations`` 1).
 
+    Under a per-record split (``mechanism.split_rule``) every evaluation is Theorem S's bound (docs/proofs/split.md:
+    each side, the training part and the score part, by every valid bound, PLDs of each part for a uniform search;
+    :func:`~dphypo.privacy.split_account.account_split`), and the cache key names the rule, so a σ calibrated for
+    one split rule is never found for another (nor for the sum).
+
     Args:
         epsilon: Total ε.
         delta: δ.
@@ -218,7 +223,11 @@ def cached_calibration(
 
     options: dict[str, Any] = {"max_lost": max_lost, "adaptive_theorem": adaptive_theorem,
                                "coarse_curve_for_sigma": lambda s: at(s).rdp(COARSE_ORDERS)}
-    if profiles:
+    rule = mechanism.split_rule
+    if rule is not None:  # Theorem S: each part with its own PLD (a uniform search), never the run's summed PLD
+        options["split_for_sigma"] = lambda s: _split_at(at(s), profiles)
+        options["coarse_split_for_sigma"] = lambda s: _split_at(at(s), profiles, COARSE_ORDERS, COARSE_DISCRETIZATION)
+    elif profiles:
         assert profile_for is not None
         profile_of = profile_for
         options["profile_for_sigma"] = lambda s: profile_of(at(s))
@@ -233,9 +242,10 @@ def cached_calibration(
     def certify(sigmas: tuple[float, ...]) -> PrivacyReport | None:
         if len(sigmas) != 1:
             return None
-        profile = profile_for(at(sigmas[0])) if profile_for is not None and profiles else None
+        split = None if rule is None else _split_at(at(sigmas[0]), profiles)
+        profile = profile_for(at(sigmas[0])) if profile_for is not None and profiles and rule is None else None
         report = PrivacyAccounting(search, at(sigmas[0]).rdp(), delta, profile=profile, max_lost=max_lost,
-                                   adaptive_theorem=adaptive_theorem).account()
+                                   adaptive_theorem=adaptive_theorem, split=split).account()
         return report if report.epsilon <= epsilon else None
 
     if not cache:
@@ -247,7 +257,21 @@ def cached_calibration(
                    "adaptive_theorem": adaptive_theorem, "profiles": bool(profiles),
                    "mechanism": {"sample_rate": mechanism.sample_rate, "steps": mechanism.steps,
                                  "score_noise": mechanism.score_noise}}
+    if rule is not None:  # only then: a permutation split's key (the sum) stays what it was
+        description.update(split_rule=rule.describe(), split_bound="max")
     sigmas, report = cached_sigmas(description, compute, certify)
     if result is not None:  # computed now
         return result
     return CalibrationResult(sigmas[0], report, sigmas[0] * 1e-4, 1)
+
+
+def _split_at(mechanism: DPSGDMechanism, profiles: bool, orders: Any = None, discretization: float | None = None
+              ) -> Any:
+    """The two parts (training, score) of ``mechanism``'s run under its per-record split, with PLDs if ``profiles``."""
+    from dphypo.privacy.dpsgd_run import RUN_PROFILE_DISCRETIZATION
+    from dphypo.privacy.split_account import split_parts
+
+    assert mechanism.split_rule is not None
+    return split_parts(mechanism.sigma, mechanism.sample_rate, mechanism.steps, score_noise=mechanism.score_noise,
+                       rule=mechanism.split_rule, orders=orders, profiles=profiles,
+                       discretization=RUN_PROFILE_DISCRETIZATION if discretization is None else discretization)

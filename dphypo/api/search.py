@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
 from dphypo.api.calibration_cache import cached_calibration
 from dphypo.privacy import PrivacyAccounting, RepeatAndSelect, RunCountDistribution, geometric
-from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip
+from dphypo.privacy.dpsgd_run import RUN_PROFILE_DISCRETIZATION, dpsgd_run_profile_or_skip
 from dphypo.privacy.heterogeneous import calibrate_heterogeneous
 from dphypo.privacy.profiles import PldProfile, ProfileSkipped
+from dphypo.privacy.split_account import SplitParts, split_parts
 from dphypo.search.evaluation import Objective, lost_pass_error, pass_objective
 from dphypo.search.execution import Executor
 from dphypo.search.options import SearchOptionFields, SearchOptions, resolve_options
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from dphypo.train.mechanism import DPSGDMechanism
 
 __all__ = ["DEFAULT_RUNS", "calibrated_sigma", "fresh_entropy", "pass_options", "plan_privacy_axes",
-           "profile_or_skipped", "resolve_strategy", "tune"]
+           "profile_or_skipped", "resolve_strategy", "split_parts_of", "tune"]
 
 #: Default run count: geometric with E[T] = 20 (a few minutes on a CPU for the digits demo).
 DEFAULT_RUNS = geometric(0.05)
@@ -120,6 +121,25 @@ def profile_or_skipped(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped
     """
     return dpsgd_run_profile_or_skip(mechanism.sigma, mechanism.sample_rate, mechanism.steps,
                                      score_noise=mechanism.score_noise)
+
+
+def split_parts_of(
+    mechanism: DPSGDMechanism, *, profiles: bool, orders: Iterable[float] | None = None,
+    discretization: float = RUN_PROFILE_DISCRETIZATION,
+) -> SplitParts | None:
+    """The run's two parts under its per-record split (``mechanism.split_rule``), or ``None`` (a permutation split).
+
+    What the accountant takes to bound a search by Theorem S (docs/proofs/split.md; Corollary S1): the DP-SGD
+    training alone and the score release alone, each with its PLD when ``profiles`` (a uniform search). Sizes are
+    the mechanism's nominal ones (``DPSGDMechanism.from_splits``, §5).
+
+    Raises:
+        ValueError: A per-record split without a private score (no bound covers a validation record then).
+    """
+    if mechanism.split_rule is None:
+        return None
+    return split_parts(mechanism.sigma, mechanism.sample_rate, mechanism.steps, score_noise=mechanism.score_noise,
+                       rule=mechanism.split_rule, orders=orders, profiles=profiles, discretization=discretization)
 
 
 def pass_options(
@@ -258,14 +278,13 @@ def tune(
         return _run_tuner(Tuner(objective, space, privacy, strategy=chosen, mechanism=candidates,
                                 options=run_options), in_flight)
     run_options, in_flight = pass_options(objective, run_options, search.adaptive, training, max_lost)
-    # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP.
-    profile_for: Callable[[float], PldProfile | ProfileSkipped] | None = None
-    if not search.adaptive:
-        def profile_for(s: float) -> PldProfile | ProfileSkipped:
-            return profile_or_skipped(training.mechanism(s))
 
-    def tuner(mechanism: DPSGDMechanism, profile: PldProfile | ProfileSkipped | None = None) -> Tuner:
-        privacy = PrivacyAccounting(search, mechanism.rdp(), delta, profile=profile, max_lost=max_lost)
+    def tuner(mechanism: DPSGDMechanism, profiles: bool = False) -> Tuner:
+        # The profile bounds are proven for uniform searches only (KRW 2024 Sec. 4); adaptive ones stay RDP. Under a
+        # per-record split each part brings its own PLD (Theorem S), the run's summed PLD is not built.
+        split = split_parts_of(mechanism, profiles=profiles)
+        profile = profile_or_skipped(mechanism) if profiles and split is None else None
+        privacy = PrivacyAccounting(search, mechanism.rdp(), delta, profile=profile, max_lost=max_lost, split=split)
         return Tuner(objective, space, privacy, strategy=chosen, mechanism=mechanism, options=run_options)
 
     # A changed resume is refused before σ is calibrated (the σ-dependent fields later).
@@ -276,7 +295,7 @@ def tune(
         sigma = calibrated_sigma(search, training, epsilon=epsilon, delta=delta, max_lost=max_lost)
     assert sigma is not None
     mechanism = training.mechanism(sigma)
-    return _run_tuner(tuner(mechanism, None if profile_for is None else profile_for(sigma)), in_flight)
+    return _run_tuner(tuner(mechanism, profiles=not search.adaptive), in_flight)
 
 
 def calibrated_sigma(
@@ -287,7 +306,9 @@ def calibrated_sigma(
     What :func:`tune` trains with (and ``dphypo tune --dry-run`` prints) for a space whose axes do not change a run's
     privacy; :func:`~dphypo.privacy.calibrate_sigma` on ``training``'s per-run curve and, for a uniform search, its
     PLD (the profile bounds are proven for uniform searches only, KRW 2024 Sec. 4). Coarse to fine and cached on disk
-    (:func:`~dphypo.api.calibration_cache.cached_calibration`; a cached σ is re-certified at full precision).
+    (:func:`~dphypo.api.calibration_cache.cached_calibration`; a cached σ is re-certified at full precision). Under a
+    per-record split (``training.split_rule``) every evaluation is Theorem S's bound (docs/proofs/split.md, Corollary
+    S1: each part, training and score, by every valid bound, the worse side) and the cache key names the rule.
     """
     return cached_calibration(epsilon, delta, search, training.mechanism(1.0), profiles=not search.adaptive,
                               max_lost=max_lost, profile_for=profile_or_skipped).sigma
@@ -340,6 +361,6 @@ def plan_privacy_axes(
     settings, _ = space.privacy_settings()
     candidates = candidate_runs(settings, training.n_train, batch_size=training.batch_size, epochs=training.epochs)
     calibration = calibrate_heterogeneous(epsilon, delta, search, candidates, score_noise=training.score_noise,
-                                          max_lost=max_lost)
+                                          max_lost=max_lost, split_rule=training.split_rule)
     mechanism = HeterogeneousDPSGD.from_plan(calibration.plan, space, training)
     return mechanism, calibration.plan.accounting(search, delta, max_lost=max_lost)

@@ -213,6 +213,7 @@ def tune_subsampled(
         raise ValueError("tune_subsampled does not support a journal: the subset and the final run are not "
                          "journaled (use dphypo.tune for a resumable search)")
     chosen, search = checked_search(space, training, strategy, runs, epsilon=epsilon, sigma=sigma)
+    check_no_per_record_split(training)
     if space.changes_privacy:
         raise ValueError("tune_subsampled accounts one DP-SGD mechanism for every run (Koskela-Kulkarni Theorem 1); "
                          "a space with batch-size or epochs axes needs dphypo.tune")
@@ -231,6 +232,21 @@ def tune_subsampled(
     inner = Tuner(subset_objective.with_subset(split.tuning_part), space, inner_privacy, strategy=chosen,
                   mechanism=mechanism, options=run_options, seed=entropy).run()
     return split.release(inner, sigma, kk)
+
+
+def check_no_per_record_split(training: DPSGD) -> None:
+    """Refuse a per-record split (``training.split_rule``): Theorem S is not proven for subsampled tuning.
+
+    docs/proofs/split.md §8 item 5: Koskela-Kulkarni's theorems take the tuning search's and the final run's curves
+    on one pair; side by side they would need the validation records to enter the tuning set and the final run
+    through the same Poisson masks as the training records, which is not shown. One line, before any data is read.
+    """
+    if training.split_rule is not None:
+        raise ValueError(
+            "subsampled tuning (--tune-fraction) does not support a per-record split (--data-split per-record): "
+            "Theorem S is not proven for it (docs/proofs/split.md §8 item 5); use --data-split permutation, got "
+            f"split_rule={training.split_rule}"
+        )
 
 
 def _checked_subsampling(objective: Objective, space: SearchSpace, training: DPSGD, fraction: float,

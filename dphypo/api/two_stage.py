@@ -57,6 +57,7 @@ import numpy as np
 from dphypo._paths import check_output_file
 from dphypo.api.calibration_cache import cached_sigmas
 from dphypo.api.search import fresh_entropy, pass_options, resolve_strategy
+from dphypo.api.split_design import split_description, split_two_stage_report
 from dphypo.privacy.calibration import COARSE_DISCRETIZATION, COARSE_ORDERS, coarse_to_fine_sigma
 from dphypo.privacy.profiles import PldProfile, ProfileTooLargeError
 from dphypo.privacy.two_stage import (
@@ -357,11 +358,15 @@ def calibrate_mechanisms(probe: DPSGDMechanism, final: DPSGDMechanism, design: T
 
 def _mechanism_description(mechanism: DPSGDMechanism) -> dict[str, Any]:
     """What one run's privacy depends on besides σ (JSON-ready): q, steps, the score release."""
-    return {"sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "score_noise": mechanism.score_noise}
+    return {"sample_rate": mechanism.sample_rate, "steps": mechanism.steps, "score_noise": mechanism.score_noise,
+            **split_description(mechanism)}  # a per-record split's rule (Theorem S), absent for the sum
 
 
 def _coarse_epsilon(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delta: float) -> float:
     """:func:`_report`'s ε on the coarse accounting (calibration's bracket only, never reported)."""
+    if probe.split_rule is not None:  # per-record split: Theorem S, each side (docs/proofs/split.md, Cor. S3)
+        return split_two_stage_report(probe, final, design, delta, orders=COARSE_ORDERS,
+                                      discretization=COARSE_DISCRETIZATION).epsilon
     profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
     if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
         profiles = _shared_profiles(probe, final, COARSE_DISCRETIZATION)
@@ -374,8 +379,12 @@ def _report(probe: DPSGDMechanism, final: DPSGDMechanism, design: TwoStage, delt
     """:func:`~dphypo.privacy.two_stage.account_two_stage`, with both runs' PLDs where that bound is valid.
 
     ``max_lost`` lost attempts per stage are charged up front: ``max_lost`` more probe runs and ``max_lost`` more
-    final runs, each composed as a released run of its stage (docs/privacy.md rule 8).
+    final runs, each composed as a released run of its stage (docs/privacy.md rule 8). Under a per-record split
+    (``probe.split_rule``) the design is accounted side by side (Theorem S, Corollary S3:
+    :func:`~dphypo.api.split_design.split_two_stage_report`).
     """
+    if probe.split_rule is not None or final.split_rule is not None:
+        return split_two_stage_report(probe, final, design, delta, max_lost=max_lost)
     profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
     if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
         profiles = _shared_profiles(probe, final)
@@ -423,6 +432,9 @@ def charged_mechanisms(
 
     def coarse_at(factor: float) -> float:  # the search's bracket only (coarse orders and PLD grid), never reported
         p, f = pair(factor)
+        if p.split_rule is not None:  # per-record split: Theorem S, each side (docs/proofs/split.md, Cor. S3)
+            return split_two_stage_report(p, f, design, delta, max_lost=max_lost, orders=COARSE_ORDERS,
+                                          discretization=COARSE_DISCRETIZATION).epsilon
         profiles: tuple[PldProfile | None, PldProfile | None] = (None, None)
         if isinstance(design.stage1, ProbeRelease) and isinstance(design.stage2, FinalRun):
             profiles = _shared_profiles(p, f, COARSE_DISCRETIZATION)

@@ -7,6 +7,7 @@ tune's defaults (a uniform search unless ``--C``/``--c`` say otherwise), so the 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -36,6 +37,8 @@ from dphypo.privacy import (
     pure_dp_rdp,
 )
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile_or_skip, dpsgd_run_rdp
+from dphypo.privacy.split import SplitRule
+from dphypo.privacy.split_account import SUM_BOUND, split_parts
 from dphypo.privacy.validation import check_non_negative, check_positive, check_positive_int
 
 #: ``dphypo account --help``.
@@ -57,11 +60,61 @@ ScoreNoiseOpt = Annotated[
     typer.Option("--score-noise", help="Std of the Gaussian noise on each run's released score count "
                  "(sensitivity 1), i.e. --score-noise-accuracy × --n-val."),
 ]
+#: ``--data-split`` values (as ``dphypo tune``'s): a seeded permutation (the sum), or a per-record split (Theorem S).
+DATA_SPLITS = ("permutation", "per-record")
+DataSplitOpt = Annotated[
+    str,
+    typer.Option("--data-split", help="How the runs' records were split into train / validation: permutation "
+                 "(default; each run charged the sum of its DP-SGD and score parts) or per-record (each record's side "
+                 "decided by that record alone, as dphypo tune --data-split per-record: the worse of the training "
+                 "and validation sides, docs/proofs/split.md Theorem S; needs a score noise)."),
+]
+#: A per-record rule for ``account``/``calibrate``: Theorem S's max bound does not depend on the kind or the shares,
+#: so these only satisfy :class:`SplitRule`; the release names the rule ``"per-record"`` (:func:`_named`).
+_CLI_RULE = SplitRule("draw", 0.6, 0.2, 0.2)
 MaxLostOpt = Annotated[
     int, typer.Option("--max-lost", help="Lost attempts charged up front, as dphypo tune --max-lost (default 0).")
 ]
 _SCORE_NAMES = {"score_noise": "--score-noise", "n_val": "--n-val", "max_lost": "--max-lost",
-                "adaptive_theorem": "--adaptive-theorem", "delta": "--delta"}
+                "adaptive_theorem": "--adaptive-theorem", "delta": "--delta", "data_split": "--data-split"}
+
+
+def split_rule_option(data_split: str, count_noise: float | None) -> SplitRule | None:
+    """The rule ``--data-split`` names (``None``: permutation, the sum), refused in one line where no bound applies.
+
+    Raises:
+        ValueError: An unknown value, or ``per-record`` without a score noise (a validation record is then in an
+            exact count that no bound covers).
+    """
+    if data_split not in DATA_SPLITS:
+        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {data_split!r}")
+    if data_split == "permutation":
+        return None
+    if count_noise is None:
+        raise ValueError("--data-split per-record needs a private score (--score-noise, or --score-noise-accuracy "
+                         "with --n-val): without one no bound covers a record in the validation split")
+    return _CLI_RULE
+
+
+def _named(report: PrivacyReport, rule: SplitRule | None, count_noise: float | None) -> PrivacyReport:
+    """The report with the bound it used named (release and table): Theorem S's max, or the sum of the two parts."""
+    if rule is not None:
+        assert report.split is not None
+        return dataclasses.replace(report, split={**report.split, "rule": "per-record"})
+    if count_noise is not None:
+        return dataclasses.replace(report, bound=SUM_BOUND)
+    return report
+
+
+def _bound_rows(report: PrivacyReport) -> dict[str, str]:
+    """The printed rows naming the bound (and, under a split, each side's ε)."""
+    if report.bound is None:
+        return {}
+    rows = {"bound": report.bound}
+    if report.split is not None:
+        rows["  ε by side"] = (f"training {report.split['training_epsilon']:.4g}, validation "
+                               f"{report.split['validation_epsilon']:.4g} (the worse is used)")
+    return rows
 
 
 def score_noise_counts(accuracy: float | None, n_val: int | None, counts: float | None) -> float | None:
@@ -117,6 +170,7 @@ def account_command(
     max_lost: MaxLostOpt = 0,
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
+    data_split: DataSplitOpt = "permutation",
 ) -> None:
     """``dphypo account`` (help: :data:`ACCOUNT_HELP`).
 
@@ -129,10 +183,15 @@ def account_command(
         if any(v is not None for v in (sigma, sample_rate, steps, count_noise)) or max_lost:
             raise ValueError("--pure-epsilon cannot be combined with --sigma/--sample-rate/--steps, a score noise "
                              "or --max-lost")
+        if data_split != "permutation":
+            raise ValueError("--data-split per-record needs DP-SGD runs with a score noise (--sigma, --sample-rate, "
+                             "--steps, --score-noise), not --pure-epsilon")
         report = _pure_report(search, pure_epsilon, delta, adaptive_theorem)
     else:
-        report = _dpsgd_report(search, sigma, sample_rate, steps, count_noise, delta, max_lost, adaptive_theorem)
-    _emit(report.to_dict(), _report_table(report, "Privacy of the whole search"), as_json)
+        rule = split_rule_option(data_split, count_noise)
+        report = _named(_dpsgd_report(search, sigma, sample_rate, steps, count_noise, delta, max_lost,
+                                      adaptive_theorem, rule), rule, count_noise)
+    _emit(report.to_dict(), _report_table(report, "Privacy of the whole search", _bound_rows(report)), as_json)
 
 
 def _pure_report(search: RepeatAndSelect, pure_epsilon: float, delta: float | None,
@@ -144,9 +203,11 @@ def _pure_report(search: RepeatAndSelect, pure_epsilon: float, delta: float | No
 
 
 def _dpsgd_report(search: RepeatAndSelect, sigma: float | None, sample_rate: float | None, steps: int | None,
-                  count_noise: float | None, delta: float | None, max_lost: int, adaptive_theorem: str
-                  ) -> PrivacyReport:
+                  count_noise: float | None, delta: float | None, max_lost: int, adaptive_theorem: str,
+                  rule: SplitRule | None = None) -> PrivacyReport:
     """The search of DP-SGD runs, each releasing its score with ``count_noise`` (``dphypo tune``'s accounting).
+
+    Under a per-record split (``rule``) each part (training, score) with its own PLD, the worse side (Theorem S).
 
     Raises:
         ValueError: ``--sigma``, ``--sample-rate`` or ``--steps`` missing, or out of range.
@@ -158,9 +219,14 @@ def _dpsgd_report(search: RepeatAndSelect, sigma: float | None, sample_rate: flo
     # The run's privacy profile (PLD, both neighbouring directions) adds the profile bounds of a uniform search;
     # none is proven for an adaptive one, so its PLD is not even built. A PLD over the size cap is skipped (RDP
     # only, the report's profile_skipped says why), so that every input finishes in seconds.
+    curve = dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=count_noise)
+    if rule is not None:
+        parts = split_parts(sigma, sample_rate, steps, score_noise=count_noise, rule=rule,
+                            profiles=not search.adaptive)
+        return PrivacyAccounting(search, curve, 1e-5 if delta is None else delta, max_lost=max_lost,
+                                 adaptive_theorem=adaptive_theorem, split=parts).account()
     profile = None if search.adaptive else dpsgd_run_profile_or_skip(sigma, sample_rate, steps,
                                                                      score_noise=count_noise)
-    curve = dpsgd_run_rdp(sigma, sample_rate, steps, score_noise=count_noise)
     return PrivacyAccounting(search, curve, 1e-5 if delta is None else delta, profile=profile, max_lost=max_lost,
                              adaptive_theorem=adaptive_theorem).account()
 
@@ -186,6 +252,7 @@ def calibrate_command(
     max_lost: MaxLostOpt = 0,
     as_json: JsonOpt = False,
     adaptive_theorem: AdaptiveTheoremOpt = "B",
+    data_split: DataSplitOpt = "permutation",
 ) -> None:
     """``dphypo calibrate`` (help: :data:`CALIBRATE_HELP`).
 
@@ -194,14 +261,17 @@ def calibrate_command(
     """
     search = _search(runs, theta, gamma, mean, C, c, max_runs)
     count_noise = score_noise_counts(score_noise_accuracy, n_val, score_noise)
+    rule = split_rule_option(data_split, count_noise)
     result = calibrate_dpsgd_sigma(epsilon, delta, sample_rate, steps, search, score_noise=count_noise,
-                                   max_lost=max_lost, adaptive_theorem=adaptive_theorem)
+                                   max_lost=max_lost, adaptive_theorem=adaptive_theorem, split_rule=rule)
+    report = _named(result.report, rule, count_noise)
     payload = {
-        **result.report.to_dict(),
+        **report.to_dict(),
         "sigma": result.sigma,
         "sigma_tolerance": result.sigma_tolerance,
         "target_epsilon": epsilon,
     }
-    extra = {"σ (noise multiplier)": f"[bold]{result.sigma:.5g}[/] (within +{result.sigma_tolerance:.1g})"}
-    table = _report_table(result.report, f"Calibrated for ε ≤ {epsilon:g}", extra)
+    extra = {"σ (noise multiplier)": f"[bold]{result.sigma:.5g}[/] (within +{result.sigma_tolerance:.1g})",
+             **_bound_rows(report)}
+    table = _report_table(report, f"Calibrated for ε ≤ {epsilon:g}", extra)
     _emit(payload, table, as_json)

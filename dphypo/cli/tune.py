@@ -584,7 +584,13 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
     dphypo's accounting treats as public, come from the dataset's public class counts
     (:func:`~dphypo.train.data.split_sizes`).
     """
-    from dphypo.api.search import accounted_search, calibrated_sigma, plan_privacy_axes, profile_or_skipped
+    from dphypo.api.search import (
+        accounted_search,
+        calibrated_sigma,
+        plan_privacy_axes,
+        profile_or_skipped,
+        split_parts_of,
+    )
     from dphypo.privacy import PrivacyAccounting
     from dphypo.train.heterogeneous import HeterogeneousDPSGD
 
@@ -603,13 +609,17 @@ def dry_run_payload(request: TuneRequest) -> dict[str, Any]:
             search, training, epsilon=request.epsilon, delta=args.delta, max_lost=args.max_lost)
         mechanism = training.mechanism(sigma)
         # the accounting tune itself uses: the run's profile bounds too for a uniform search (KRW 2024 Sec. 4)
-        profile = None if search.adaptive else profile_or_skipped(mechanism)
-        privacy = PrivacyAccounting(search, mechanism.rdp(), args.delta, profile=profile, max_lost=args.max_lost)
+        # (under --data-split per-record: each part with its own PLD, Theorem S, as tune accounts it)
+        split = split_parts_of(mechanism, profiles=not search.adaptive)
+        profile = None if search.adaptive or split is not None else profile_or_skipped(mechanism)
+        privacy = PrivacyAccounting(search, mechanism.rdp(), args.delta, profile=profile, max_lost=args.max_lost,
+                                    split=split)
         rows, reference = [HeterogeneousDPSGD.describe_mechanism(mechanism)], None
     report = privacy.account()
     return {"dry_run": True, "candidates": rows, "reference": reference, "epsilon": report.epsilon,
             "delta": report.delta, "method": report.method, "theorem": report.theorem,
-            "expected_runs": search.run_count.mean, **_design_payload(request)}
+            "expected_runs": search.run_count.mean, **_design_payload(request),
+            **({} if report.bound is None else {"bound": report.bound})}
 
 
 def _two_stage_dry_run(request: TuneRequest) -> dict[str, Any]:

@@ -86,6 +86,10 @@ def account(
             accounting before Theorem B was the default, so results recorded then are reproduced when their
             theorem is named).
 
+    Under a per-record split (docs/proofs/split.md) this is evaluated on each side of the run — its DP-SGD part and
+    its score part — and the worse side reported: :func:`~dphypo.privacy.split_account.account_split` (Theorem S,
+    Corollary S1), which :class:`~dphypo.privacy.accounting.PrivacyAccounting` runs when given ``split``.
+
     Returns:
         The report; ``methods`` lists every bound evaluated and ``method`` the one used.
 

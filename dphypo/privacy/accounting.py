@@ -15,6 +15,7 @@ from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.privacy.charged import account_charged
 from dphypo.privacy.rdp import RdpCurve
 from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
+from dphypo.privacy.split_account import SplitParts, account_split, check_split_parts
 from dphypo.privacy.validation import check_delta, check_non_negative_int
 
 __all__ = ["PrivacyAccounting"]
@@ -36,6 +37,10 @@ class PrivacyAccounting:
         adaptive_theorem: Bound for an adaptive search (C > c): ``"B"`` (default, Theorem B of
             ``docs/proofs/adaptive.md``, proven and checked independently), ``"A"`` (Theorem A, its closed-form
             relaxation, opt-in) or ``"published"`` (DP-HyPO Theorem 1 as printed, opt-in).
+        split: Under a per-record split (docs/proofs/split.md), the run's two parts
+            (:class:`~dphypo.privacy.split_account.SplitParts`, composing to ``base``'s event): every bound is then
+            evaluated on each side and the worse side reported (Theorem S, Corollary S1); ``profile`` is then unused
+            (each part carries its own). ``None`` (default): the sum, ``base`` and ``profile`` as given.
     """
 
     search: RepeatAndSelect
@@ -44,12 +49,15 @@ class PrivacyAccounting:
     profile: Any = None
     adaptive_theorem: str = "B"
     max_lost: int = 0
+    split: SplitParts | None = None
 
     def __post_init__(self) -> None:
         check_delta(self.delta)
         check_adaptive_theorem(self.adaptive_theorem)
         check_non_negative_int("max_lost", self.max_lost)
         object.__setattr__(self, "max_lost", int(self.max_lost))
+        if self.split is not None:
+            check_split_parts(self.split, self.base)
 
     def account(self) -> PrivacyReport:
         """The search's total (ε, δ) with its breakdown, ``max_lost`` lost attempts charged up front.
@@ -57,6 +65,9 @@ class PrivacyAccounting:
         The charge does not depend on how many attempts were actually lost (that count depends on the run and
         may depend on the data, docs/parallel.md): the reported ε is fixed before any data is touched.
         """
+        if self.split is not None:
+            return account_split(self.split, self.search, self.delta, max_lost=self.max_lost,
+                                 adaptive_theorem=self.adaptive_theorem)
         if self.max_lost:
             return account_charged(self.base, self.search, self.delta, self.max_lost, profile=self.profile,
                                    adaptive_theorem=self.adaptive_theorem)

@@ -102,6 +102,8 @@ def calibrate_sigma(
     adaptive_theorem: str = "B",
     coarse_curve_for_sigma: Callable[[float], RdpCurve] | None = None,
     coarse_profile_for_sigma: Callable[[float], Any] | None = None,
+    split_for_sigma: Callable[[float], Any] | None = None,
+    coarse_split_for_sigma: Callable[[float], Any] | None = None,
 ) -> CalibrationResult:
     """The smallest noise multiplier σ (to ``rtol``) whose search meets a total (ε, δ) target.
 
@@ -127,6 +129,11 @@ def calibrate_sigma(
             at full precision). ``None``: Brent's method on the full accounting throughout.
         coarse_profile_for_sigma: A cheap approximation of ``profile_for_sigma`` (e.g. a PLD at
             :data:`COARSE_DISCRETIZATION`), used with ``coarse_curve_for_sigma``; defaults to ``profile_for_sigma``.
+        split_for_sigma: Under a per-record split, the run's two parts at σ
+            (:class:`~dphypo.privacy.split_account.SplitParts`, composing to ``curve_for_sigma(σ)``'s event): every
+            evaluation is then the split accounting (Theorem S, docs/proofs/split.md), ``profile_for_sigma`` unused.
+        coarse_split_for_sigma: A cheap approximation of ``split_for_sigma`` (on the coarse curve's orders), used with
+            ``coarse_curve_for_sigma``; defaults to ``split_for_sigma``.
 
     Returns:
         The calibration.
@@ -147,12 +154,15 @@ def calibrate_sigma(
     check_positive("epsilon", target_epsilon)
     check_delta(delta)
     _check_rtol(rtol)
-    at = _SearchAtSigma(search, delta, curve_for_sigma, profile_for_sigma, max_lost, adaptive_theorem)
+    at = _SearchAtSigma(search, delta, curve_for_sigma, profile_for_sigma, max_lost, adaptive_theorem,
+                        split_for_sigma)
     coarse = None
     if coarse_curve_for_sigma is not None:
         coarse_profile = profile_for_sigma if coarse_profile_for_sigma is None else coarse_profile_for_sigma
+        coarse_split = split_for_sigma if coarse_split_for_sigma is None else coarse_split_for_sigma
         coarse = _SearchAtSigma(search, delta, coarse_curve_for_sigma,
-                                None if profile_for_sigma is None else coarse_profile, max_lost, adaptive_theorem)
+                                None if profile_for_sigma is None else coarse_profile, max_lost, adaptive_theorem,
+                                None if split_for_sigma is None else coarse_split)
     _check_reachable(at, target_epsilon, sigma_bounds, coarse)
     reports: dict[float, PrivacyReport] = {}
 
@@ -200,9 +210,14 @@ class _SearchAtSigma:
     profile_for_sigma: Callable[[float], Any] | None
     max_lost: int
     adaptive_theorem: str
+    split_for_sigma: Callable[[float], Any] | None = None
 
     def report(self, sigma: float) -> PrivacyReport:
         """The report a :class:`~dphypo.privacy.accounting.PrivacyAccounting` gives at σ (lost attempts charged)."""
+        if self.split_for_sigma is not None:  # per-record split: each side by every bound, the worse side
+            return PrivacyAccounting(self.search, self.curve_for_sigma(sigma), self.delta, max_lost=self.max_lost,
+                                     adaptive_theorem=self.adaptive_theorem,
+                                     split=self.split_for_sigma(sigma)).account()
         profile = _profile_at(self.profile_for_sigma, sigma)
         return PrivacyAccounting(self.search, self.curve_for_sigma(sigma), self.delta, profile=profile,
                                  max_lost=self.max_lost, adaptive_theorem=self.adaptive_theorem).account()
@@ -495,6 +510,7 @@ def calibrate_dpsgd_sigma(
     max_lost: int = 0,
     adaptive_theorem: str = "B",
     coarse: bool = True,
+    split_rule: Any = None,
 ) -> CalibrationResult:
     """:func:`calibrate_sigma` for DP-SGD candidate runs, each releasing a noisy score (``dphypo tune``'s runs).
 
@@ -519,6 +535,9 @@ def calibrate_dpsgd_sigma(
         coarse: Search coarse to fine (RDP on :func:`coarse_orders`, PLDs at :data:`COARSE_DISCRETIZATION`; the
             answer is certified at full precision); ``False``: the full accounting throughout (slower, same σ to
             ``rtol``).
+        split_rule: The per-record split the runs use (:class:`~dphypo.privacy.split.SplitRule`; ``q`` and ``steps``
+            from its nominal sizes): every evaluation is then Theorem S's bound, each side by every valid bound
+            (:func:`~dphypo.privacy.split_account.account_split`; needs ``score_noise``). ``None`` (default): the sum.
 
     Returns:
         The calibration.
@@ -535,7 +554,8 @@ def calibrate_dpsgd_sigma(
 
     coarse_curve(1.0)  # validate sample_rate/steps/score_noise eagerly, before any root finding
     profile_for_sigma = coarse_profile = None
-    if use_profiles and not search.adaptive:  # profile bounds are proven for uniform searches only (KRW 2024)
+    # profile bounds are proven for uniform searches only (KRW 2024); under a split each part brings its own PLD
+    if use_profiles and not search.adaptive and split_rule is None:
         def profile_for_sigma(sigma: float) -> Any:  # a PLD too large is skipped by calibrate_sigma
             return dpsgd_run_profile(sigma, sample_rate, steps, score_noise=score_noise)
 
@@ -543,10 +563,27 @@ def calibrate_dpsgd_sigma(
             return dpsgd_run_profile(sigma, sample_rate, steps, score_noise=score_noise,
                                      discretization=COARSE_DISCRETIZATION)
 
+    split_for_sigma = coarse_split = None
+    if split_rule is not None:  # Theorem S: each part's PLD replaces the run's (profiles for a uniform search only)
+        from dphypo.privacy.split_account import split_parts
+
+        with_profiles = use_profiles and not search.adaptive
+
+        def split_for_sigma(sigma: float) -> Any:
+            return split_parts(sigma, sample_rate, steps, score_noise=score_noise, rule=split_rule, orders=grid,
+                               profiles=with_profiles)
+
+        def coarse_split(sigma: float) -> Any:
+            return split_parts(sigma, sample_rate, steps, score_noise=score_noise, rule=split_rule,
+                               orders=coarse_grid, profiles=with_profiles, discretization=COARSE_DISCRETIZATION)
+
+        split_parts(1.0, sample_rate, steps, score_noise=score_noise, rule=split_rule, orders=coarse_grid)  # eager
+
     return calibrate_sigma(target_epsilon, delta, search, curve, profile_for_sigma=profile_for_sigma, rtol=rtol,
                            max_lost=max_lost, adaptive_theorem=adaptive_theorem,
                            coarse_curve_for_sigma=coarse_curve if coarse else None,
-                           coarse_profile_for_sigma=coarse_profile)
+                           coarse_profile_for_sigma=coarse_profile, split_for_sigma=split_for_sigma,
+                           coarse_split_for_sigma=coarse_split if coarse else None)
 
 
 def coarse_orders(orders: np.ndarray | None = None) -> np.ndarray:

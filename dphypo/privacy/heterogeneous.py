@@ -48,6 +48,7 @@ Steinke 2022 arXiv:2110.03620v2; Wang et al. 2023 arXiv:2306.05734v2; Mironov, T
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -63,12 +64,14 @@ from dphypo.privacy.calibration import (
     coarse_orders,
     coarse_to_fine_sigma,
 )
-from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
+from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp, score_release_profile
 from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import PldProfile, PrivacyProfile, ProfileSkipped, _LossTable, profile_or_skipped
 from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve
 from dphypo.privacy.run_counts import TruncatedNegativeBinomial
 from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
+from dphypo.privacy.split import SplitRule
+from dphypo.privacy.split_account import SplitParts, split_parts
 from dphypo.privacy.validation import (
     check_delta,
     check_int_at_least,
@@ -242,6 +245,15 @@ class ReferenceRun:
         """Candidate's per-run privacy profile at its σ_i, with this reference's score release."""
         return dpsgd_run_profile(sigma, candidate.sample_rate, candidate.steps, score_noise=self.score_noise)
 
+    def training_profile(self, sigma: float, candidate: CandidateRun | None = None) -> PldProfile:
+        """The DP-SGD part alone of the reference's (or ``candidate``'s) run at σ: a per-record split's training side.
+
+        docs/proofs/split.md, Corollary S4: under a per-record split domination is needed per side, and the profile
+        route compares the training PLDs alone (the score parts are one common release).
+        """
+        run = self if candidate is None else candidate
+        return dpsgd_run_profile(sigma, run.sample_rate, run.steps)
+
     def is_candidate(self, candidate: CandidateRun) -> bool:
         """Whether ``candidate`` has exactly the reference's (q, steps) (it then runs at σ_ref itself)."""
         return candidate.sample_rate == self.sample_rate and candidate.steps == self.steps
@@ -398,6 +410,7 @@ def dominating_sigma(
     orders: Iterable[float] | None = None,
     sigma_cap: float = DEFAULT_SIGMA_CAP,
     rtol: float = SIGMA_RTOL,
+    split: bool = False,
 ) -> float:
     """The smallest σ_i (to ``rtol``, on the safe side) whose per-run mechanism is dominated by the reference at σ_ref.
 
@@ -414,6 +427,9 @@ def dominating_sigma(
         orders: The accountant's RDP orders (default :data:`~dphypo.privacy.DEFAULT_ORDERS`).
         sigma_cap: Largest σ_i accepted.
         rtol: Relative precision of σ_i.
+        split: The runs use a per-record split (docs/proofs/split.md, Corollary S4): the profile check compares the
+            training PLDs alone (:meth:`ReferenceRun.training_profile`); the RDP check is unchanged (with one common
+            score curve g, ε_i + g ≤ ε_ref + g iff ε_i ≤ ε_ref).
 
     Returns:
         σ_i.
@@ -448,10 +464,16 @@ def dominating_sigma(
         sigma = _smallest_near(rdp_ok, sigma, sigma_cap, rtol, candidate, "RDP")
     if not profiles:
         return sigma
-    ref_profile = reference.profile(sigma_ref)
+    if split:  # Corollary S4: the training PLDs alone (domination of training ⊗ score is not known to suffice)
+        ref_training = reference.training_profile(sigma_ref)
 
-    def profile_ok(s: float) -> bool:
-        return profile_dominated(reference.candidate_profile(candidate, s), ref_profile, slack=PROFILE_SLACK)
+        def profile_ok(s: float) -> bool:
+            return profile_dominated(reference.training_profile(s, candidate), ref_training, slack=PROFILE_SLACK)
+    else:
+        ref_profile = reference.profile(sigma_ref)
+
+        def profile_ok(s: float) -> bool:
+            return profile_dominated(reference.candidate_profile(candidate, s), ref_profile, slack=PROFILE_SLACK)
 
     if profile_ok(sigma):
         return sigma
@@ -566,6 +588,9 @@ class HeterogeneousPlan:
         profiles: Whether profile dominance was required too (a uniform search).
         profile_slack: The largest excess of a candidate's profile over the reference's (:func:`profile_excess`,
             at most :data:`PROFILE_SLACK`), added to the base profile; 0 without profiles.
+        split_rule: The per-record split the runs use (:class:`~dphypo.privacy.split.SplitRule`), or ``None``: then
+            profiles (and :attr:`profile_slack`) are of the training part alone (Corollary S4) and the accounting is
+            Theorem S's, the reference's training and score parts side by side (docs/proofs/split.md).
     """
 
     reference: ReferenceRun
@@ -574,6 +599,7 @@ class HeterogeneousPlan:
     sigmas: tuple[float, ...]
     profiles: bool
     profile_slack: float = 0.0
+    split_rule: SplitRule | None = None
 
     def base_rdp(self, orders: Iterable[float] | None = None) -> RdpCurve:
         """The per-run curve valid for every candidate (the reference's, with its event): the accountant's ``base``."""
@@ -583,9 +609,10 @@ class HeterogeneousPlan:
         """The per-run profile valid for every candidate on ε ≥ 0, or ``None`` for a plan without profiles.
 
         The reference's PLD itself when every candidate is dominated exactly, else a :class:`SlackedProfile` raised
-        by :attr:`profile_slack`; either way it carries the reference's event.
+        by :attr:`profile_slack`; either way it carries the reference's event. ``None`` under a per-record split too:
+        the plan dominated the training PLDs alone (Corollary S4), which :meth:`split_parts` carries.
         """
-        if not self.profiles:
+        if not self.profiles or self.split_rule is not None:
             return None
         profile = self.reference.profile(self.sigma_ref)
         return profile if self.profile_slack == 0.0 else SlackedProfile(profile, self.profile_slack)
@@ -601,9 +628,32 @@ class HeterogeneousPlan:
         The profile is passed only when the plan dominated the candidates' profiles *and* the search is uniform
         (no profile bound is proven for an adaptive one); otherwise the accounting uses the RDP bounds alone.
         """
+        if self.split_rule is not None:  # Theorem S: the reference's two parts, each dominating the candidates'
+            return PrivacyAccounting(search, self.base_rdp(orders), delta, max_lost=max_lost,
+                                     adaptive_theorem=adaptive_theorem, split=self.split_parts(search, orders))
         profile = self.base_profile() if self.profiles and not search.adaptive else None
         return PrivacyAccounting(search, self.base_rdp(orders), delta, profile=profile, max_lost=max_lost,
                                  adaptive_theorem=adaptive_theorem)
+
+    def split_parts(self, search: RepeatAndSelect, orders: Iterable[float] | None = None) -> SplitParts:
+        """The reference's training and score parts under the plan's per-record split (Corollaries S1 and S4).
+
+        The training profile (raised by :attr:`profile_slack`) only where the plan dominated the candidates' training
+        PLDs and the search is uniform.
+
+        Raises:
+            ValueError: A plan without a split rule, or without a private score.
+        """
+        if self.split_rule is None:
+            raise ValueError("split_parts needs a plan with a split_rule (a per-record split)")
+        parts = split_parts(self.sigma_ref, self.reference.sample_rate, self.reference.steps,
+                            score_noise=self.reference.score_noise, rule=self.split_rule, orders=orders)
+        if not self.profiles or search.adaptive:
+            return parts
+        training = self.reference.training_profile(self.sigma_ref)
+        slacked = training if self.profile_slack == 0.0 else SlackedProfile(training, self.profile_slack)
+        score = score_release_profile(float(self.reference.score_noise or 0.0), discretization=training.discretization)
+        return dataclasses.replace(parts, training_profile=slacked, score_profile=score)
 
     def describe(self) -> list[dict[str, Any]]:
         """One JSON-ready row per candidate: its name, σ_i, q, steps (what a dry run prints)."""
@@ -620,23 +670,34 @@ def plan_heterogeneous(
     orders: Iterable[float] | None = None,
     sigma_cap: float = DEFAULT_SIGMA_CAP,
     rtol: float = SIGMA_RTOL,
+    split_rule: SplitRule | None = None,
 ) -> HeterogeneousPlan:
     """σ_i for every candidate under the reference at σ_ref (:func:`dominating_sigma` per candidate).
+
+    ``split_rule``: the runs' per-record split; profiles are then compared on the training part alone (Corollary S4).
 
     Raises:
         DominanceError: The first candidate that cannot be dominated, named, before any data is touched.
     """
     if not candidates:
         raise ValueError("candidates must not be empty")
+    split = split_rule is not None
     grid = None if orders is None else tuple(orders)
     sigmas = tuple(dominating_sigma(c, reference, sigma_ref, profiles=profiles, orders=grid, sigma_cap=sigma_cap,
-                                    rtol=rtol) for c in candidates)
+                                    rtol=rtol, split=split) for c in candidates)
     slack = 0.0
     if profiles:
-        ref_profile = reference.profile(sigma_ref)
-        slack = max(0.0 if reference.is_candidate(c) else profile_excess(reference.candidate_profile(c, s), ref_profile)
-                    for c, s in zip(candidates, sigmas, strict=True))
-    return HeterogeneousPlan(reference, float(sigma_ref), tuple(candidates), sigmas, profiles, slack)
+        if split:
+            ref_training = reference.training_profile(sigma_ref)
+            slack = max(0.0 if reference.is_candidate(c) else
+                        profile_excess(reference.training_profile(s, c), ref_training)
+                        for c, s in zip(candidates, sigmas, strict=True))
+        else:
+            ref_profile = reference.profile(sigma_ref)
+            slack = max(0.0 if reference.is_candidate(c) else
+                        profile_excess(reference.candidate_profile(c, s), ref_profile)
+                        for c, s in zip(candidates, sigmas, strict=True))
+    return HeterogeneousPlan(reference, float(sigma_ref), tuple(candidates), sigmas, profiles, slack, split_rule)
 
 
 @dataclass(frozen=True)
@@ -668,6 +729,7 @@ def calibrate_heterogeneous(
     max_lost: int = 0,
     adaptive_theorem: str = "B",
     rtol: float = 1e-4,
+    split_rule: SplitRule | None = None,
 ) -> HeterogeneousCalibration:
     """Total ε → σ_ref → every σ_i: the calibration entry point of a search over privacy-affecting axes.
 
@@ -695,6 +757,8 @@ def calibrate_heterogeneous(
         max_lost: Lost attempts charged up front.
         adaptive_theorem: The bound for C > c.
         rtol: Relative tolerance on σ_ref.
+        split_rule: The runs' per-record split (docs/proofs/split.md): σ_ref is calibrated under Theorem S and
+            candidates are dominated per side (Corollary S4: the training PLDs alone); ``None``: the sum.
 
     Returns:
         The calibration.
@@ -713,13 +777,14 @@ def calibrate_heterogeneous(
     grid = None if orders is None else tuple(orders)
     calibration = calibrate_dpsgd_sigma(target_epsilon, delta, ref.sample_rate, ref.steps, search,
                                         score_noise=score_noise, orders=grid, rtol=rtol, max_lost=max_lost,
-                                        adaptive_theorem=adaptive_theorem)
+                                        adaptive_theorem=adaptive_theorem, split_rule=split_rule)
     sigma_ref = calibration.sigma
     # Profile domination is needed only where profile bounds are used: a uniform search whose reference PLD fits.
-    profiles = not search.adaptive and not isinstance(profile_or_skipped(lambda: ref.profile(sigma_ref)),
-                                                      ProfileSkipped)
+    ref_pld = ref.profile if split_rule is None else ref.training_profile
+    profiles = not search.adaptive and not isinstance(profile_or_skipped(lambda: ref_pld(sigma_ref)), ProfileSkipped)
     for _ in range(_MAX_SLACK_RETRIES):
-        plan = plan_heterogeneous(candidates, ref, sigma_ref, profiles=profiles, orders=grid, sigma_cap=sigma_cap)
+        plan = plan_heterogeneous(candidates, ref, sigma_ref, profiles=profiles, orders=grid, sigma_cap=sigma_cap,
+                                  split_rule=split_rule)
         report = plan.accounting(search, delta, max_lost=max_lost, adaptive_theorem=adaptive_theorem,
                                  orders=grid).account()
         if report.epsilon <= target_epsilon:

@@ -93,6 +93,11 @@ class PrivacyReport:
         charged_epsilon: What those charges added to ``epsilon``.
         profile_skipped: Why the privacy-profile bounds were not evaluated although asked for (the PLD would
             exceed its size cap, :class:`~dphypo.privacy.profiles.ProfileSkipped`), else ``None``.
+        bound: How the run's two parts (DP-SGD training, score release) were combined, named for the release:
+            ``"Theorem S (max of train/validation sides)"`` under a per-record split
+            (:func:`~dphypo.privacy.split_account.account_split`), ``"sum of DP-SGD and score parts"`` where a caller
+            names it, ``None`` (not in :meth:`to_dict`) otherwise.
+        split: Under a per-record split: the rule and both sides' ε and methods (JSON-ready), else ``None``.
     """
 
     epsilon: float
@@ -111,6 +116,8 @@ class PrivacyReport:
     charged_runs: int = 0
     charged_epsilon: float = 0.0
     profile_skipped: str | None = None
+    bound: str | None = None
+    split: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (non-finite numbers become ``None``)."""
@@ -118,7 +125,11 @@ class PrivacyReport:
         def clean(x: float) -> float | None:
             return float(x) if math.isfinite(x) else None
 
+        named: dict[str, Any] = {} if self.bound is None else {"bound": self.bound}
+        if self.split is not None:
+            named["split"] = dict(self.split)
         return {
+            **named,
             "epsilon": clean(self.epsilon),
             "delta": self.delta,
             "base_epsilon": clean(self.base_epsilon),

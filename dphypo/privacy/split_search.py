@@ -23,6 +23,7 @@ from dphypo.privacy.rdp import RdpCurve
 from dphypo.privacy.run_counts import RunCountDistribution
 from dphypo.privacy.search_rdp import tuning_rdp
 from dphypo.privacy.split import SplitBound, SplitRule, split_rdp
+from dphypo.privacy.split_account import SPLIT_MAX_BOUND
 from dphypo.privacy.two_stage import Stage1, Stage2, TwoStageReport, account_two_stage
 
 __all__ = ["SplitTwoStageReport", "account_two_stage_split", "split_tuning_rdp"]
@@ -69,33 +70,56 @@ def split_tuning_rdp(
 
 
 @dataclass(frozen=True)
-class SplitTwoStageReport:
+class SplitTwoStageReport(TwoStageReport):
     """A two-stage search accounted side by side under a per-record split (Corollary S3, the ``"max"`` bound).
 
+    A :class:`~dphypo.privacy.two_stage.TwoStageReport` (so every consumer of one reads it): ``epsilon`` is
+    ``max(train.epsilon, val.epsilon)``; ``method`` the worse side's best (``"train:pld"``, ``"val:rdp"``, ...);
+    ``methods`` every side's bounds (``"train:<method>"``, ``"val:<method>"``); each stage's ε alone the worse of its
+    sides' (a stage alone is a search Theorem S bounds); ``curve`` the RDP max of the sides' composed curves.
+
     Attributes:
-        epsilon: ``max(train.epsilon, val.epsilon)``: the search is (ε, δ)-DP.
-        delta: δ.
         rule: The split rule.
         train: The two-stage report of the record in training (every run's DP-SGD; scores post-processing).
         val: The two-stage report of the record in validation (every score release).
     """
 
-    epsilon: float
-    delta: float
     rule: SplitRule
     train: TwoStageReport
     val: TwoStageReport
 
     @property
+    def worse_side(self) -> str:
+        """``"training"`` or ``"validation"``: the side whose bound is :attr:`epsilon`."""
+        return "training" if self.train.epsilon >= self.val.epsilon else "validation"
+
+    @property
     def bound(self) -> str:
         """The bound that gave :attr:`epsilon`, named for a release."""
-        side = "training" if self.train.epsilon >= self.val.epsilon else "validation"
-        return f"per-record {self.rule.kind} split, worse side: {side} (docs/proofs/split.md, Theorem S)"
+        return f"{SPLIT_MAX_BOUND}, worse side: {self.worse_side} (docs/proofs/split.md, Corollary S3)"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary."""
-        return {"epsilon": self.epsilon, "delta": self.delta, "bound": self.bound, "rule": self.rule.describe(),
+        """JSON-ready summary: the worse side's as a two-stage report, the bound, the rule and both sides."""
+        return {**super().to_dict(), "bound": self.bound, "rule": self.rule.describe(),
                 "train": self.train.to_dict(), "val": self.val.to_dict()}
+
+
+def _split_report(train: TwoStageReport, val: TwoStageReport, delta: float, rule: SplitRule) -> SplitTwoStageReport:
+    worse, name = (train, "train") if train.epsilon >= val.epsilon else (val, "val")
+    methods = {f"{side}:{method}": eps for side, report in (("train", train), ("val", val))
+               for method, eps in report.methods.items()}
+
+    def theorem(stage: str) -> str:
+        return f"training side: {getattr(train, stage)}; validation side: {getattr(val, stage)}"
+
+    return SplitTwoStageReport(
+        epsilon=max(train.epsilon, val.epsilon), delta=float(delta), method=f"{name}:{worse.method}", methods=methods,
+        stage1_epsilon=max(train.stage1_epsilon, val.stage1_epsilon),
+        stage2_epsilon=max(train.stage2_epsilon, val.stage2_epsilon),
+        stage1_theorem=theorem("stage1_theorem"), stage2_theorem=theorem("stage2_theorem"), order=worse.order,
+        expected_runs=train.expected_runs, curve=split_rdp(train.curve, val.curve, rule, bound="max"),
+        rule=rule, train=train, val=val,
+    )
 
 
 def account_two_stage_split(
@@ -145,4 +169,4 @@ def account_two_stage_split(
             charged_probes=charged_probes, charged_finals=charged_finals,
         ))
     train, val = sides
-    return SplitTwoStageReport(max(train.epsilon, val.epsilon), float(delta), rule, train, val)
+    return _split_report(train, val, delta, rule)

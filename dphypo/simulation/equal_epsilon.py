@@ -52,6 +52,7 @@ from dphypo.api.calibration_cache import cached_calibration
 from dphypo.privacy import CalibrationError, CalibrationResult, RepeatAndSelect, RunCountDistribution
 from dphypo.privacy.adaptive import check_adaptive_theorem
 from dphypo.privacy.heterogeneous import CandidateRun, DominanceError, ReferenceRun, calibrate_heterogeneous
+from dphypo.privacy.split import SplitRule
 from dphypo.privacy.validation import check_positive
 from dphypo.search.execution import Executor
 from dphypo.simulation.family import LandscapeFamily, is_heterogeneous, load_family
@@ -126,12 +127,14 @@ def arm_calibration(
     *,
     adaptive_theorem: str = "B",
     cache: bool = True,
+    split_rule: SplitRule | None = None,
 ) -> CalibrationResult:
     """:func:`arm_sigma` with the accountant's report at that σ (which bound won, its ε parts).
 
     Args and raises as :func:`arm_sigma`; ``cache``: use the on-disk calibration cache
     (:mod:`dphypo.api.calibration_cache`; a cached σ is re-certified by one full accounting) for a homogeneous
-    family.
+    family; ``split_rule``: calibrate as ``tune --data-split per-record`` would (Theorem S, docs/proofs/split.md),
+    ``None`` (default) the sum.
 
     Returns:
         The calibration (``sigma``, ``report``, ``sigma_tolerance``, ``evaluations``).
@@ -143,10 +146,10 @@ def arm_calibration(
         raise ValueError(f"run_count must be a RunCountDistribution, got {run_count!r}")
     search = RepeatAndSelect(run_count, C, c)  # validates C, c (and refuses e.g. adaptive Poisson T)
     check_adaptive_theorem(adaptive_theorem)
-    mechanism = metadata_mechanism(mechanism_metadata)
+    mechanism = dataclasses.replace(metadata_mechanism(mechanism_metadata), split_rule=split_rule)
     if is_heterogeneous(mechanism_metadata):
         reference, candidates = heterogeneous_runs(mechanism_metadata, mechanism)
-        return _calibrate_heterogeneous(epsilon, delta, search, reference, candidates, adaptive_theorem)
+        return _calibrate_heterogeneous(epsilon, delta, search, reference, candidates, adaptive_theorem, split_rule)
     return _calibrate(epsilon, delta, search, mechanism, adaptive_theorem, cache)
 
 
@@ -181,7 +184,7 @@ def heterogeneous_runs(
 @lru_cache(maxsize=512)
 def _calibrate_heterogeneous(
     epsilon: float, delta: float, search: RepeatAndSelect, reference: ReferenceRun,
-    candidates: tuple[CandidateRun, ...], adaptive_theorem: str,
+    candidates: tuple[CandidateRun, ...], adaptive_theorem: str, split_rule: SplitRule | None = None,
 ) -> CalibrationResult:
     """σ_ref of the reference for the total ε (:func:`~dphypo.privacy.heterogeneous.calibrate_heterogeneous`).
 
@@ -189,7 +192,7 @@ def _calibrate_heterogeneous(
     accounting; σ_ref is raised above the reference-only calibration only if a profile slack cost ε).
     """
     result = calibrate_heterogeneous(epsilon, delta, search, candidates, score_noise=reference.score_noise,
-                                     reference=reference, adaptive_theorem=adaptive_theorem)
+                                     reference=reference, adaptive_theorem=adaptive_theorem, split_rule=split_rule)
     return dataclasses.replace(result.calibration, sigma=result.plan.sigma_ref, report=result.report)
 
 

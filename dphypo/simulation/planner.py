@@ -61,6 +61,7 @@ from scipy import stats
 
 from dphypo.privacy import CalibrationError, RepeatAndSelect, RunCountDistribution, make_run_count
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.split import SplitRule
 from dphypo.privacy.two_stage import (
     FinalRun,
     ProbeRelease,
@@ -855,7 +856,8 @@ def _outside(family: LandscapeFamily, sigma: float, epsilon: float, what: str = 
 
 @functools.lru_cache(maxsize=512)
 def two_stage_calibration(
-    design: TwoStage, epsilon: float, delta: float, final_metadata: str, probe_metadata: str
+    design: TwoStage, epsilon: float, delta: float, final_metadata: str, probe_metadata: str,
+    split_rule: SplitRule | None = None,
 ) -> TwoStageCalibration:
     """:func:`~dphypo.simulation.two_stage.calibrate_design` of a design on two families, memoised in this process.
 
@@ -871,6 +873,8 @@ def two_stage_calibration(
         final_metadata: The final runs' family's mechanism metadata as canonical JSON (hashable), e.g.
             ``json.dumps(family.mechanism_metadata, sort_keys=True)``.
         probe_metadata: The probes' family's, likewise (the final one for full-fidelity probes).
+        split_rule: A per-record split (``tune --data-split per-record``: Theorem S, docs/proofs/split.md), or
+            ``None`` (default: the sum).
 
     Returns:
         The calibration (both σ and the report there).
@@ -879,7 +883,8 @@ def two_stage_calibration(
         CalibrationError: No σ pair meets ε.
         TwoStageDesignError: A refused design or fidelity.
     """
-    return calibrate_design(design, epsilon, delta, json.loads(final_metadata), json.loads(probe_metadata))
+    return calibrate_design(design, epsilon, delta, json.loads(final_metadata), json.loads(probe_metadata),
+                            split_rule=split_rule)
 
 
 @dataclass(frozen=True)

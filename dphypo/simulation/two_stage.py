@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dphypo.api.two_stage import calibrate_mechanisms, check_probe_score_noise_factor
+from dphypo.privacy.split import SplitRule
 from dphypo.privacy.two_stage import (
     FinalRun,
     FinalSelection,
@@ -78,6 +79,7 @@ def _check_simulable(design: TwoStage) -> None:
 def calibrate_design(
     design: TwoStage, epsilon: float, delta: float, mechanism_metadata: Mapping[str, Any],
     probe_metadata: Mapping[str, Any] | None = None, *, probe_score_noise_factor: float = 1.0,
+    split_rule: SplitRule | None = None,
 ) -> TwoStageCalibration:
     """σ of the probes and of the final stage for a total (ε, δ), under the families' DP-SGD mechanisms.
 
@@ -96,6 +98,8 @@ def calibrate_design(
         probe_metadata: The probes' mechanism, e.g. fewer epochs (default: the final one: full-fidelity probes).
         probe_score_noise_factor: The probes' score noise as a multiple of the final run's (default 1), as in
             :class:`~dphypo.api.design.TwoStageSearch`.
+        split_rule: Calibrate as ``tune --data-split per-record`` would (Theorem S side by side, docs/proofs/split.md
+            Corollary S3); ``None`` (default): the sum.
 
     Returns:
         The calibration; its report is the one ``tune`` prints.
@@ -103,9 +107,9 @@ def calibrate_design(
     Raises:
         TwoStageDesignError: Probes of a higher fidelity than the final run, or a refused split.
     """
-    final = metadata_mechanism(mechanism_metadata)
+    final = dataclasses.replace(metadata_mechanism(mechanism_metadata), split_rule=split_rule)
     probe = final if probe_metadata is None else metadata_mechanism(probe_metadata)
-    probe = _with_probe_noise(probe, final, probe_score_noise_factor)
+    probe = _with_probe_noise(dataclasses.replace(probe, split_rule=split_rule), final, probe_score_noise_factor)
     check_probe_fidelity(probe, final)
     (probe_sigma, final_sigma), report = calibrate_mechanisms(probe, final, design, epsilon, delta)
     return TwoStageCalibration(probe_sigma, final_sigma, report, float(design.split))
