@@ -129,9 +129,33 @@ def test_max_lost_below_the_pass_size_is_refused_before_any_run_trains(monkeypat
     monkeypatch.setattr(DPSGDObjective, "train_pass", never)
     monkeypatch.setattr(DPSGDObjective, "__call__", never)
     with pytest.raises(ValueError, match="max_lost must be ≥ the pass size 8"):
-        tune(DPSGDObjective("digits", pass_size=8), SPACE, TRAINING, epsilon=8.0, max_lost=3)
+        tune(DPSGDObjective("digits", pass_size=8), SPACE, TRAINING, epsilon=8.0, max_lost=3, strategy="uniform")
     with pytest.raises(ValueError, match="max_lost must be ≥ the pass size 3"):
         tune(DPSGDObjective("digits"), SPACE, TRAINING, epsilon=8.0, max_lost=2, strategy="gp", runs_per_update=3)
+
+
+def test_the_default_design_trains_its_placed_probes_in_passes_no_larger_than_max_lost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default design places its released probes by a GP in batches of 5; with max_lost=3 charged, a kill -9 must
+    # lose at most 3 runs, so every batch (probes and final runs) trains in passes of at most 3 whatever pass_size.
+    import dphypo.api.two_stage as two_stage
+
+    passes: list[int] = []
+    real_run_batch = two_stage.run_batch
+
+    def recorded(objective, space, batch, *args, **kwargs):
+        passes.append(len(batch))
+        return real_run_batch(objective, space, batch, *args, **kwargs)
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise DataFailure("no training in this test")
+
+    monkeypatch.setattr(two_stage, "run_batch", recorded)
+    monkeypatch.setattr(DPSGDObjective, "train_pass", fails)
+    monkeypatch.setattr(DPSGDObjective, "__call__", fails)
+    result = tune(DPSGDObjective("digits", pass_size=8), SPACE, TRAINING, epsilon=8.0, max_lost=3, seed=0)
+    assert result.two_stage.placement["strategy"] == "gp" and result.two_stage.max_lost == 3
+    assert passes and max(passes) <= 3 and sum(passes) == result.history.run_count + result.final_history.run_count
 
 
 @pytest.mark.parametrize(("pass_size", "max_lost", "expected"),
