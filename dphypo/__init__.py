@@ -28,6 +28,7 @@ __all__ = [
     "Journal",
     "LogFloat",
     "LostAttemptsExceeded",
+    "PerRecordSplit",
     "PrivacyAccounting",
     "PrivacyReport",
     "PrivateScore",
@@ -48,6 +49,7 @@ __all__ = [
     "__version__",
     "auto_design",
     "make_executor",
+    "split_arrays",
     "tune",
     "tune_subsampled",
     "tune_two_stage",
@@ -67,6 +69,8 @@ _LAZY = {
     "FinalRun": "dphypo.privacy",
     "FinalSelection": "dphypo.privacy",
     "DPSGD": "dphypo.train.recipe",
+    "PerRecordSplit": "dphypo.train.data",
+    "split_arrays": "dphypo.train.data",
     "Tuner": "dphypo.search.tuner",
     "Release": "dphypo.search.tuner",
     "SearchResult": "dphypo.search.tuner",
@@ -116,6 +120,7 @@ if TYPE_CHECKING:
     from dphypo.search.tuner import Release, SearchResult, Tuner
     from dphypo.space import Choice, Float, Int, LogFloat, SearchSpace
     from dphypo.strategies import GPUCB, Uniform
+    from dphypo.train.data import PerRecordSplit, split_arrays
     from dphypo.train.recipe import DPSGD
 
 

@@ -6,7 +6,9 @@ in a temporary directory per page that holds only a copy of ``landscapes/`` (wha
 view), and fails if one exits non-zero. Pages run as separate tests, so the test processes share them out.
 Installs (``pip``) and the test command itself are not run (this test is part of it).
 As the README says under its set-up commands, sizes are reduced here so the test stays short: ``--epochs 1``,
-``--repeats`` at most 20, ``--seeds 1`` and a 2 × 2 grid for ``landscape build``; the commands are otherwise
+``--repeats`` at most 5, ``--seeds 1`` and a 2 × 2 grid for ``landscape build``, and ``--workers 1`` for a
+``simulate`` or ``landscape build`` that names no ``--workers`` or ``--executor`` (at these sizes a pool of every
+core only adds its workers' start-up; the pools are tested in tests/simulation); the commands are otherwise
 exactly the README's (same options, same files, same order, so a command that depends on an earlier one's output
 — a resumed journal, a release directory already in use — is checked as a newcomer would meet it).
 """
@@ -29,7 +31,7 @@ README = ROOT / "README.md"
 PAGES = [README, ROOT / "docs" / "guide.md", ROOT / "docs" / "accounting.md", ROOT / "docs" / "simulation.md"]
 #: The size reductions the README announces for this test (option → value; repeats are capped, not raised).
 REDUCED = {"--epochs": "1", "--seeds": "1"}
-MAX_REPEATS = 20
+MAX_REPEATS = 5
 SMALL_GRID = ["--lr-grid", "0.1,1", "--clip-grid", "0.5,1"]
 
 
@@ -60,6 +62,8 @@ def reduced(command: list[str]) -> list[str]:
     if subcommand == "landscape":
         out += [] if "--seeds" in out else ["--seeds", "1"]
         out += SMALL_GRID
+    if subcommand in ("simulate", "landscape") and not {"--workers", "--executor"} & set(out):
+        out += ["--workers", "1"]  # in this process: a pool of all cores only adds start-up at these sizes
     return out
 
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from dphypo.privacy import RUN_COUNT_FAMILIES, PrivacyReport, RepeatAndSelect, make_run_count
+from dphypo.privacy.split import SplitRule
 
 if TYPE_CHECKING:
     from dphypo.strategies import Scale, Strategy
@@ -119,6 +120,14 @@ SearchLowerOpt = Annotated[
     typer.Option("--c", help="Lower density-ratio bound c ∈ (0, 1] of the search (default 1: uniform search)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+#: ``--data-split`` of ``simulate``/``plan``: calibrate as ``dphypo tune`` does with that split (its default:
+#: per-record, Theorem S), so a simulated σ is the σ tune runs.
+SimulatedDataSplitOpt = Annotated[
+    str | None,
+    typer.Option("--data-split", help="Calibrate as dphypo tune --data-split does: per-record (default, as tune's: "
+                 "each run charged the worse of its DP-SGD and its score release, docs/proofs/split.md Theorem S; "
+                 "permutation when the family has no score noise) or permutation (the sum of both)."),
+]
 AdaptiveTheoremOpt = Annotated[
     str,
     typer.Option(
@@ -373,3 +382,47 @@ def make_strategy(
     if name == "top-set":
         return GPTopSet(C=C, top_mass=top_mass, tolerance=tolerance, refit_growth=refit_growth)
     raise ValueError(f"strategy must be one of {', '.join(repr(n) for n in STRATEGY_NAMES)}, got {name!r}")
+
+
+def simulated_split_rule(data_split: str | None, family: Any) -> SplitRule | None:
+    """The split rule ``simulate``/``plan`` calibrate with (``None``: permutation, each run charged the sum).
+
+    ``None`` (not given) is ``dphypo tune``'s default: per-record where the family's runs release a noisy score (its
+    metadata's ``score_noise`` > 0), else permutation (a validation record in an exact score has no bound).
+
+    Args:
+        data_split: ``--data-split`` as given, or ``None``.
+        family: The landscape family (:class:`~dphypo.simulation.family.LandscapeFamily`) being simulated.
+
+    Raises:
+        ValueError: An unknown value, or ``per-record`` for a family without score noise (one line).
+    """
+    noise = family.mechanism_metadata.get("score_noise")
+    count_noise = float(noise) if noise else None
+    if data_split is None:
+        data_split = "per-record" if count_noise else "permutation"
+    return split_rule_option(data_split, count_noise)
+
+
+#: ``--data-split`` values: a seeded permutation (each run charged the sum), or a per-record split (Theorem S).
+DATA_SPLITS = ("permutation", "per-record")
+#: A per-record rule for ``account``/``calibrate``: Theorem S's max bound does not depend on the kind or the shares,
+#: so these only satisfy :class:`SplitRule`; the release names the rule ``"per-record"`` (``dphypo.cli.privacy``).
+_CLI_RULE = SplitRule("draw", 0.6, 0.2, 0.2)
+
+
+def split_rule_option(data_split: str, count_noise: float | None) -> SplitRule | None:
+    """The rule ``--data-split`` names (``None``: permutation, the sum), refused in one line where no bound applies.
+
+    Raises:
+        ValueError: An unknown value, or ``per-record`` without a score noise (a validation record is then in an
+            exact count that no bound covers).
+    """
+    if data_split not in DATA_SPLITS:
+        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {data_split!r}")
+    if data_split == "permutation":
+        return None
+    if count_noise is None:
+        raise ValueError("--data-split per-record needs a private score (--score-noise, or --score-noise-accuracy "
+                         "with --n-val): without one no bound covers a record in the validation split")
+    return _CLI_RULE

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from dphypo.cli.common import AdaptiveTheoremOpt, JsonOpt, _emit, app, option_names, out_console
+from dphypo.cli.common import (
+    AdaptiveTheoremOpt,
+    JsonOpt,
+    SimulatedDataSplitOpt,
+    _emit,
+    app,
+    option_names,
+    out_console,
+    simulated_split_rule,
+)
 from dphypo.privacy.validation import check_non_negative_int, check_positive, check_positive_int
 
 if TYPE_CHECKING:
@@ -33,7 +42,7 @@ OPTION_NAMES = {
     "runs": "--runs", "repeats": "--repeats", "seed": "--seed", "workers": "--workers",
     "max_mean_runs": "--max-mean-runs", "run_seconds": "--run-seconds", "budget_seconds": "--compute-budget",
     "designs": "--design", "probe_family": "--probe-landscape", "evaluate_repeats": "--evaluate-repeats",
-    "evaluate_seed": "--evaluate-seed", "split": "--split", "splits": "--split",
+    "evaluate_seed": "--evaluate-seed", "split": "--split", "splits": "--split", "data_split": "--data-split",
 }
 
 #: ``dphypo plan --help``: one string per paragraph (typer keeps a docstring's line breaks in the help).
@@ -170,6 +179,7 @@ def plan_command(
         typer.Option("--split", help="two-stage: a fraction of ε for the probes, in (0, 1); repeat for several "
                      "(default: 0.3, 0.5 and 0.7)."),
     ] = None,
+    data_split: SimulatedDataSplitOpt = None,
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
@@ -178,7 +188,7 @@ def plan_command(
             raise ValueError("--split is the budget split of a two-stage design: add --design two-stage")
         _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem, budget,
               tuple(design or DEFAULT_DESIGNS), probe_landscape, Evaluation(evaluate_repeats, evaluate_seed),
-              tuple(split or ()))
+              tuple(split or ()), data_split)
 
 
 @dataclass(frozen=True)
@@ -232,7 +242,7 @@ def _plan(
     landscape: list[str], epsilon: float, delta: float, mean: list[float] | None, runs: str, repeats: int,
     seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B", budget: Budget | None = None,
     designs: tuple[str, ...] = DEFAULT_DESIGNS, probe_landscape: list[str] | None = None,
-    evaluation: Evaluation | None = None, splits: tuple[float, ...] = (),
+    evaluation: Evaluation | None = None, splits: tuple[float, ...] = (), data_split: str | None = None,
 ) -> None:
     """The body of ``dphypo plan``: every option is checked before the first calibration."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -256,6 +266,7 @@ def _plan(
     evaluation = evaluation or Evaluation()
     evaluation.check(seed)
     family = load_family(landscape)  # one line naming the files if they are not one family
+    split_rule = simulated_split_rule(data_split, family)
     compute = budget.resolve(family)
     probes = None if not probe_landscape else load_family(probe_landscape)
     candidates = plan_candidates(designs, list(mean or DEFAULT_MEANS), runs, probe_family=probes,
@@ -268,10 +279,11 @@ def _plan(
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
                              adaptive_theorem=adaptive_theorem, compute=compute,
                              progress=lambda row: bar.advance(task), evaluate_repeats=evaluation.repeats,
-                             evaluate_seed=evaluation.seed, comparator_runs=runs)
+                             evaluate_seed=evaluation.seed, comparator_runs=runs, split_rule=split_rule)
     if not any(row.feasible for row in result.rows):  # nothing to rank: one line saying why and what would run
         raise ValueError(unreachable_message(result))
-    payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result)}
+    payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result),
+               "data_split": "permutation" if split_rule is None else "per-record"}
     if as_json:
         _emit(payload, Table(), True)
     else:

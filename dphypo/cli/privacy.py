@@ -27,6 +27,7 @@ from dphypo.cli.common import (
     _search,
     app,
     naming_options,
+    split_rule_option,
 )
 from dphypo.privacy import (
     PrivacyAccounting,
@@ -60,8 +61,6 @@ ScoreNoiseOpt = Annotated[
     typer.Option("--score-noise", help="Std of the Gaussian noise on each run's released score count "
                  "(sensitivity 1), i.e. --score-noise-accuracy × --n-val."),
 ]
-#: ``--data-split`` values (as ``dphypo tune``'s): a seeded permutation (the sum), or a per-record split (Theorem S).
-DATA_SPLITS = ("permutation", "per-record")
 DataSplitOpt = Annotated[
     str,
     typer.Option("--data-split", help="How the runs' records were split into train / validation: permutation "
@@ -69,31 +68,11 @@ DataSplitOpt = Annotated[
                  "decided by that record alone, as dphypo tune --data-split per-record: the worse of the training "
                  "and validation sides, docs/proofs/split.md Theorem S; needs a score noise)."),
 ]
-#: A per-record rule for ``account``/``calibrate``: Theorem S's max bound does not depend on the kind or the shares,
-#: so these only satisfy :class:`SplitRule`; the release names the rule ``"per-record"`` (:func:`_named`).
-_CLI_RULE = SplitRule("draw", 0.6, 0.2, 0.2)
 MaxLostOpt = Annotated[
     int, typer.Option("--max-lost", help="Lost attempts charged up front, as dphypo tune --max-lost (default 0).")
 ]
 _SCORE_NAMES = {"score_noise": "--score-noise", "n_val": "--n-val", "max_lost": "--max-lost",
                 "adaptive_theorem": "--adaptive-theorem", "delta": "--delta", "data_split": "--data-split"}
-
-
-def split_rule_option(data_split: str, count_noise: float | None) -> SplitRule | None:
-    """The rule ``--data-split`` names (``None``: permutation, the sum), refused in one line where no bound applies.
-
-    Raises:
-        ValueError: An unknown value, or ``per-record`` without a score noise (a validation record is then in an
-            exact count that no bound covers).
-    """
-    if data_split not in DATA_SPLITS:
-        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {data_split!r}")
-    if data_split == "permutation":
-        return None
-    if count_noise is None:
-        raise ValueError("--data-split per-record needs a private score (--score-noise, or --score-noise-accuracy "
-                         "with --n-val): without one no bound covers a record in the validation split")
-    return _CLI_RULE
 
 
 def _named(report: PrivacyReport, rule: SplitRule | None, count_noise: float | None) -> PrivacyReport:

@@ -195,14 +195,16 @@ def tune_command(
     top_k: TopKOpt = 1,
     final_mean: FinalMeanOpt = None,
     probe_placement: Annotated[
-        str | None, typer.Option("--probe-placement", help="Two-stage, released probes: uniform (default: draws "
-                                 "from the prior), gp-ucb or gp-log-nei (batches placed by BoTorch's qUCB or "
+        str | None, typer.Option("--probe-placement", help="Two-stage, released probes: uniform (draws from the "
+                                 "prior; the default of an explicit --probes design; the automatic design places by "
+                                 "gp-log-nei), gp-ucb or gp-log-nei (batches placed by BoTorch's qUCB or "
                                  "qLogNoisyExpectedImprovement on the GP fitted to the released probes; free: "
                                  "post-processing). Replaces --strategy gp.")
     ] = None,
     recommend: Annotated[
         str | None, typer.Option("--recommend", help="Two-stage, released probes: the committed point is the "
-                                 "best-probe (default), or the GP's posterior-mean argmax among the probes "
+                                 "best-probe (the default of an explicit --probes design; the automatic design "
+                                 "commits by gp-mean), or the GP's posterior-mean argmax among the probes "
                                  "(gp-mean) or over the grid (gp-mean-grid), or gp-near-best. The release names "
                                  "the rule.")
     ] = None,
@@ -212,11 +214,14 @@ def tune_command(
                                    "Noisier probe scores cost less ε each, so more probes fit.")
     ] = None,
     data_split: Annotated[
-        str, typer.Option("--data-split", help="How records are split into train / validation / test: permutation "
-                          "(default: a seeded stratified permutation) or per-record (an independent secret draw per "
-                          "record, docs/proofs/split.md; sizes are the public nominal ones, and a test accuracy on "
-                          "test records drawn from the pool is curator-only).")
-    ] = "permutation",
+        str | None, typer.Option("--data-split", help="How records are split into train / validation / test: "
+                                 "per-record (default: an independent secret draw per record, so each run is charged "
+                                 "the worse of its training and its score release, Theorem S of "
+                                 "docs/proofs/split.md; sizes are the public nominal ones, and a test accuracy on "
+                                 "test records drawn from the pool is curator-only) or permutation (a seeded "
+                                 "stratified permutation; each run charged the sum of both; the default with "
+                                 "--tune-fraction).")
+    ] = None,
 ) -> None:
     """``dphypo tune`` (help: :data:`TUNE_HELP`); runs :func:`dphypo.cli.tune.run_tune`.
 

@@ -35,6 +35,7 @@ from dphypo.cli.common import (
     AdaptiveTheoremOpt,
     FinalMeanOpt,
     JsonOpt,
+    SimulatedDataSplitOpt,
     SplitOpt,
     TopKOpt,
     UpperOpt,
@@ -43,6 +44,7 @@ from dphypo.cli.common import (
     make_strategy,
     option_names,
     out_console,
+    simulated_split_rule,
 )
 from dphypo.privacy.validation import check_non_negative_int
 
@@ -66,7 +68,8 @@ OPTION_NAMES = {
     "batch": "--batch", "workers": "--workers", "executor": "--executor", "delta": "--delta", "seed": "--seed",
     "fixed T": "--fixed-T", "epsilon": "--epsilon", "top_mass": "--top-mass", "tolerance": "--tolerance",
     "refit_growth": "--refit-growth", "probes": "--probes", "split": "--split", "top_k": "--top-k",
-    "final_mean": "--final-mean", "probe_landscape": "--probe-landscape", "probe_strategy": "--probe-strategy",
+    "final_mean": "--final-mean", "data_split": "--data-split", "probe_landscape": "--probe-landscape",
+    "probe_strategy": "--probe-strategy",
     "recommend": "--recommend", "probe_mode": "--probe-mode",
 }
 #: ``--probe-strategy``: where released probes go (``gp`` is ``gp-log-nei``; :mod:`dphypo.strategies.gp.placement`).
@@ -317,6 +320,7 @@ def simulate_command(
                      "probe's released accuracy (default: the family's score noise), as dphypo tune's option; the "
                      "calibration and the probes' simulated scores use it.")
     ] = None,
+    data_split: SimulatedDataSplitOpt = None,
 ) -> None:
     """``dphypo simulate`` (help: :data:`SIMULATE_HELP`).
 
@@ -350,7 +354,7 @@ def _simulate_two_stage(options: SimulateArgs) -> None:
     probe_mode = options.probe_mode or "release"
     args = TwoStageArgs(options.landscape, options.epsilon, options.delta, options.probes, probe_mode,
                         options.split, options.top_k, options.final_mean, options.repeats, options.seed,
-                        options.as_json)
+                        options.as_json, options.data_split)
     design = build_design(args)
     arms = probe_arms(options.probe_strategy, options.recommend, probe_mode)
     noise = options.probe_score_noise_accuracy
@@ -415,14 +419,15 @@ def run_two_stage_arms(args: TwoStageArgs, design: TwoStage, arms: tuple[ProbeAr
     family = load_family(args.landscape)
     probe_family = None if probe_landscape is None else load_family(probe_landscape)
     assert args.epsilon is not None  # build_design checked it
+    split_rule = simulated_split_rule(args.data_split, family)
     if args.probe_mode != "release":
         return simulate_two_stage(design, family, args.epsilon, args.delta, args.repeats,
-                                  np.random.default_rng(args.seed), probe_family=probe_family)
+                                  np.random.default_rng(args.seed), probe_family=probe_family, split_rule=split_rule)
     factor = 1.0
     if probe_score_noise_accuracy is not None:
         factor = probe_score_noise_accuracy / float(family.mechanism_metadata["score_noise"])
     return simulate_two_stage_arms(design, family, args.epsilon, args.delta, args.repeats, args.seed, arms,
-                                   probe_family=probe_family, probe_score_noise_factor=factor)
+                                   probe_family=probe_family, probe_score_noise_factor=factor, split_rule=split_rule)
 
 
 def render_two_stage_arms(args: TwoStageArgs, probe_landscape: list[str] | None,
@@ -516,6 +521,7 @@ class SimulateArgs:
     top_k: int = 1
     final_mean: float | None = None
     probe_score_noise_accuracy: float | None = None
+    data_split: str | None = None
 
     @property
     def strategies(self) -> list[str]:
@@ -578,9 +584,12 @@ def build_study(args: SimulateArgs) -> SimulateStudy:
                          _adaptive_repeats(args.gp_repeats), any_adaptive)
     if not _is_engine(args.engine):
         raise ValueError(f"engine must be one of {ENGINES}, got {args.engine!r}")
+    if family is None and args.data_split is not None:
+        raise ValueError("--data-split sets how σ is calibrated: it needs --epsilon and a landscape family")
     config = StudyConfig(_study_kind(args, family, any_adaptive), settings, arms, args.repeats, seed=args.seed,
                          delta=args.delta, engine=args.engine, batch=args.batch, workers=args.workers,
-                         epsilon=args.epsilon, adaptive_theorem=args.adaptive_theorem)
+                         epsilon=args.epsilon, adaptive_theorem=args.adaptive_theorem,
+                         split_rule=None if family is None else simulated_split_rule(args.data_split, family))
     if args.address is not None and args.executor != "ray":
         raise ValueError("--address needs --executor ray")
     landscapes = None

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from dphypo._paths import check_output_dir, check_output_file
 from dphypo.cli.common import (
+    DATA_SPLITS,
     DEFAULT_C,
     DEFAULT_LOWER_C,
     _report_table,
@@ -120,7 +121,7 @@ class TuneArgs:
     probe_placement: str | None = None
     recommend: str | None = None
     probe_score_noise_accuracy: float | None = None
-    data_split: str = "permutation"
+    data_split: str | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,7 @@ def build_request(args: TuneArgs) -> TuneRequest:
     Raises:
         ValueError: An invalid option or an unusable path, named by its option.
     """
+    from dphypo.api.design import Subsampled
     from dphypo.privacy import make_run_count
     from dphypo.train import DPSGD, DPSGDObjective, default_model, load_dataset
     from dphypo.train.data import load_dataset_per_record, per_record_split_sizes, split_sizes
@@ -247,7 +249,7 @@ def build_request(args: TuneArgs) -> TuneRequest:
     space = tune_space(lrs, clips, args.batch_size_grid, args.epochs_grid)
 
     # a dry run reads no data: the split sizes follow from the datasets' public class counts
-    per_record = per_record_split(args)
+    per_record = per_record_split(args, subsampled=isinstance(loaded, Subsampled))
     if per_record is not None:  # nominal sizes from the published pool size (docs/proofs/split.md §5)
         splits = None if args.dry_run else load_dataset_per_record(args.dataset, per_record, data_dir=args.data_dir)
         n_train, n_val = per_record_split_sizes(args.dataset, per_record)
@@ -272,31 +274,49 @@ def build_request(args: TuneArgs) -> TuneRequest:
     return with_design(request, loaded)
 
 
-#: ``--data-split`` values: today's seeded stratified permutation, or a secret independent draw per record.
-DATA_SPLITS = ("permutation", "per-record")
 _PER_RECORD_TAG = 0x5350_4C54  # "SPLT": the split seed's stream under a curator's --seed
 
 
-def per_record_split(args: TuneArgs) -> PerRecordSplit | None:
-    """The per-record split of ``--data-split per-record`` (docs/proofs/split.md), ``None`` for ``permutation``.
+def data_split_of(args: TuneArgs, *, subsampled: bool = False) -> str:
+    """The split ``dphypo tune`` uses: ``--data-split`` as given, else ``per-record`` (Theorem S's max bound).
+
+    Without ``--data-split``, subsampled tuning (``--tune-fraction``, or a subsampled design from ``--design-from``)
+    keeps the permutation split: Theorem S is not proven for it (docs/proofs/split.md §8), so its runs are charged the
+    sum of their two parts, as before.
+
+    Raises:
+        ValueError: An unknown ``--data-split``, or ``per-record`` given with subsampled tuning.
+    """
+    if args.data_split is not None and args.data_split not in DATA_SPLITS:
+        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {args.data_split!r}")
+    subsampled = subsampled or args.tune_fraction is not None
+    if args.data_split == "per-record" and subsampled:  # its Poisson masks per split are not checked under Theorem S
+        raise ValueError("--data-split per-record does not combine with --tune-fraction yet (docs/proofs/split.md "
+                         "§8); use --data-split permutation")
+    if args.data_split is not None:
+        return args.data_split
+    return "permutation" if subsampled else "per-record"
+
+
+def per_record_split(args: TuneArgs, *, subsampled: bool = False) -> PerRecordSplit | None:
+    """The per-record split ``dphypo tune`` uses by default (docs/proofs/split.md), ``None`` for ``permutation``.
 
     Each record's side is an independent draw (shares 0.6 / 0.2 / 0.2 of the pool; for datasets with an official
     test set that set is the test split and the pool is shared 0.8 / 0.2). Its seed is the search's secret
     (privacy rule 6): drawn from ``--seed`` when the curator gave one, else read back from the journal of a resumed
     search (sealed in it with the objective), else 128 bits of fresh OS entropy. Never released.
 
+    Args:
+        args: The options (``--data-split``, ``--tune-fraction``, ``--seed``, ``--journal``, ``--dataset``).
+        subsampled: Whether the design is subsampled tuning (from ``--design-from``).
+
     Raises:
-        ValueError: An unknown ``--data-split``, or ``per-record`` with ``--tune-fraction``.
+        ValueError: As :func:`data_split_of`.
     """
     from dphypo.train.data import PerRecordSplit
 
-    if args.data_split not in DATA_SPLITS:
-        raise ValueError(f"--data-split must be one of {', '.join(DATA_SPLITS)}, got {args.data_split!r}")
-    if args.data_split == "permutation":
+    if data_split_of(args, subsampled=subsampled) == "permutation":
         return None
-    if args.tune_fraction is not None:  # its Poisson masks per split are not checked under Theorem S yet
-        raise ValueError("--data-split per-record does not combine with --tune-fraction yet (docs/proofs/split.md "
-                         "§8, item 5); use --data-split permutation")
     test = 0.0 if args.dataset in ("mnist", "fashion-mnist", "cifar10") else 0.2
     seed: int | None
     if args.seed is not None:
@@ -639,7 +659,8 @@ def _two_stage_dry_run(request: TuneRequest) -> dict[str, Any]:
             "reference": None,
             "epsilon": report.epsilon, "delta": report.delta, "method": report.method,
             "theorem": f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}",
-            "expected_runs": float(sum(report.expected_runs)), "accounting": report.to_dict()}
+            "expected_runs": float(sum(report.expected_runs)), "accounting": report.to_dict(),
+            **({"bound": bound} if (bound := getattr(report, "bound", None)) else {})}
 
 
 def render_dry_run(request: TuneRequest) -> None:
@@ -663,6 +684,8 @@ def render_dry_run(request: TuneRequest) -> None:
                   f"q {reference['sample_rate']:.4g}, {reference['steps']} steps", markup=False, highlight=False)
     out.print(f"total ε {payload['epsilon']:.4f} at δ {payload['delta']:g} ({payload['method']}: "
               f"{payload['theorem']}), E[T] = {payload['expected_runs']:g}", markup=False, highlight=False)
+    if "bound" in payload:  # a per-record split: the worse of the record's two sides (Theorem S)
+        out.print(f"bound: {payload['bound']}", markup=False, highlight=False)
     if "design" in payload:
         out.print(f"design: {payload['design']['label']} ({payload['design_reason']})", markup=False,
                   highlight=False)
@@ -829,15 +852,30 @@ def render_release(request: TuneRequest, result: SearchResult, saved: SavedModel
     else:
         out.print(_report_table(result.release.privacy, "Release of the private search",  # type: ignore[arg-type]
                                 _release_rows(request, result, saved)))
-    out.print(
-        "[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
-        "embedded datasets treat as public; it is not covered by ε.[/]"
-    )
+    out.print(_release_footer(saved))
     if args.show_trials:
         _print_trials(out, result.history)
         final_history = getattr(result, "final_history", None)
         if final_history is not None:
             _print_trials(out, final_history, stage="final stage")
+
+
+def _test_accuracy_text(saved: SavedModel) -> str:
+    """The release table's test accuracy: public, curator-only (test records from the protected pool), or none."""
+    if saved.test_accuracy is not None:
+        return f"{saved.test_accuracy:.4f}"
+    if saved.curator_test_accuracy is not None:
+        return "curator-only (test records drawn from the protected pool; printed above, not released)"
+    return "-"
+
+
+def _release_footer(saved: SavedModel) -> str:
+    """What may be published, and whether the test accuracy is public data (not covered by ε) or curator-only."""
+    if saved.curator_test_accuracy is not None:
+        return ("[dim]Only this release may be published. The test accuracy above is on test records drawn from the "
+                "protected pool (per-record split): curator-only, not in release.json.[/]")
+    return ("[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
+            "embedded datasets treat as public; it is not covered by ε.[/]")
 
 
 def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel) -> dict[str, str]:
@@ -853,7 +891,7 @@ def _release_rows(request: TuneRequest, result: SearchResult, saved: SavedModel)
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
         "released score (private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
-        "test accuracy of released model": "-" if saved.test_accuracy is None else f"{saved.test_accuracy:.4f}",
+        "test accuracy of released model": _test_accuracy_text(saved),
         "σ (noise multiplier)": f"{_dpsgd_mechanism(release).sigma:.4g}",
         **_candidate_rows(release),
         "lost attempts charged up front": f"{args.max_lost} (one more stops the search without a release)",
@@ -878,15 +916,16 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
         "total ε": f"[bold green]{report.epsilon:.4g}[/] ({report.method}; "
                    + ", ".join(f"{k} {v:.4g}" for k, v in sorted(report.methods.items())) + ")",
         "δ": f"{report.delta:g}",
+        **({"  bound": bound} if (bound := getattr(report, "bound", None)) else {}),
         "dataset / model": f"{request.args.dataset} / {request.model}",
         "design": request.design.label() if request.design is not None else outcome.design.label(),
         **({} if not request.design_reason else {"  why this design": request.design_reason}),
         "released lr, clip": "-" if release.params is None else
         f"{release.params['lr']:.4g}, {release.params['clip']:.4g}",
         "released score (final run, private val. acc.)": "-" if release.score is None else f"{release.score:.4f}",
-        "test accuracy of released model": "-" if saved.test_accuracy is None else f"{saved.test_accuracy:.4f}",
+        "test accuracy of released model": _test_accuracy_text(saved),
         "stage 1 (probes)": f"σ {probe.sigma:.4g}, {probe.epochs} epochs, q {probe.sample_rate:.4g}, {probe.steps} "
-                            f"steps; ε alone {report.stage1_epsilon:.4g} ({report.stage1_theorem})",
+                            f"steps; ε alone ≤ {report.stage1_epsilon:.4g} by RDP ({report.stage1_theorem})",
         "  released by stage 1": f"{len(outcome.probes)} probe(s) with their noisy scores (in release.json)"
         + ("" if best is None else f"; best {best.score:.4f} at lr {best.params['lr']:.4g}, clip "
            f"{best.params['clip']:.4g}"),
@@ -895,7 +934,7 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
         + (" (no usable GP fit: fell back to the best probe)" if outcome.recommendation.get("fell_back") else "")
         + " (post-processing of stage 1's release)",
         "stage 2 (final)": f"σ {final.sigma:.4g}, {final.epochs} epochs, q {final.sample_rate:.4g}, {final.steps} "
-                           f"steps; ε alone {report.stage2_epsilon:.4g} ({report.stage2_theorem})",
+                           f"steps; ε alone ≤ {report.stage2_epsilon:.4g} by RDP ({report.stage2_theorem})",
         "saved model": str(saved.path) if saved.path else "- (the final run failed on the data)",
     }
     for key, value in rows.items():

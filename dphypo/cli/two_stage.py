@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from dphypo.cli.common import _emit, out_console
+from dphypo.cli.common import _emit, out_console, simulated_split_rule
 from dphypo.privacy.validation import check_non_negative_int, check_positive, check_positive_int
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ class TwoStageArgs:
         repeats: Simulated searches.
         seed: Study seed.
         as_json: Print one JSON object.
+        data_split: ``--data-split`` as given (``None``: ``dphypo tune``'s default,
+            :func:`~dphypo.cli.common.simulated_split_rule`).
     """
 
     landscape: list[str]
@@ -57,6 +59,7 @@ class TwoStageArgs:
     repeats: int
     seed: int
     as_json: bool
+    data_split: str | None = None
 
 
 def build_design(args: TwoStageArgs) -> TwoStage:
@@ -159,7 +162,8 @@ def run_two_stage(args: TwoStageArgs, design: TwoStage) -> TwoStageResult:
     family = load_family(args.landscape)
     assert args.epsilon is not None  # build_design checked it
     return simulate_two_stage(design, family, args.epsilon, args.delta, args.repeats,
-                              np.random.default_rng(args.seed))
+                              np.random.default_rng(args.seed),
+                              split_rule=simulated_split_rule(args.data_split, family))
 
 
 def two_stage_payload(args: TwoStageArgs, result: TwoStageResult) -> dict[str, Any]:
@@ -175,6 +179,7 @@ def two_stage_payload(args: TwoStageArgs, result: TwoStageResult) -> dict[str, A
         "stage1_theorem": report.stage1_theorem, "stage2_theorem": report.stage2_theorem,
         "probe_sigma": result.calibration.probe_sigma, "final_sigma": result.calibration.final_sigma,
         "expected_runs": list(report.expected_runs), "mean": mean, "ci95": [low, high],
+        **({"bound": bound} if (bound := getattr(report, "bound", None)) else {}),
     }
 
 

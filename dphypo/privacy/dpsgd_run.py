@@ -14,11 +14,11 @@ same ε everywhere.
   PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps), GaussianDpEvent(score_noise)])`` (the score count has
   sensitivity 1, so dp_accounting's noise multiplier is the std itself); the training's event alone without a score.
 
-The sum is what every command charges by default: it holds whatever the split. Under a **per-record split** (each
-record's side decided by a rule that depends on that record alone, :class:`~dphypo.privacy.split.SplitRule`;
-``dphypo.train.data.PerRecordSplit``), a record is in training or in validation, never both, and
-docs/proofs/split.md (Theorem S) bounds the whole search by the worse of the two sides. Opt-in, until the proof is
-reviewed:
+The sum holds whatever the split (``--data-split permutation``, subsampled tuning, and a Python ``DPSGD`` without a
+split rule). Under a **per-record split** (each record's side decided by a rule that depends on that record alone,
+:class:`~dphypo.privacy.split.SplitRule`; ``dphypo.train.data.PerRecordSplit``; ``dphypo tune``'s default), a record
+is in training or in validation, never both, and docs/proofs/split.md (Theorem S, proven) bounds the whole search by
+the worse of the two sides:
 
 * :func:`dpsgd_run_split_rdp` / :func:`dpsgd_run_split_profile`: the per-run bound ``max(training, score)``, a valid
   per-run input to every selection theorem (Corollary S2; no ``DpEvent`` describes it, so it is never paired with

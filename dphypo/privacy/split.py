@@ -100,7 +100,9 @@ class SplitRule:
 
     def describe(self) -> dict[str, float | str]:
         """JSON-ready description (what a release names as its split rule)."""
-        return {"kind": self.kind, "train": self.train, "val": self.val, "test": self.test}
+        # shares rounded to 12 digits: 1 - 0.2 - 0.2 prints as 0.6, not 0.6000000000000001 (a description only)
+        return {"kind": self.kind, "train": round(self.train, 12), "val": round(self.val, 12),
+                "test": round(self.test, 12)}
 
 
 def _check_sides(train: object, val: object, rule: object, bound: str, kind: type) -> None:

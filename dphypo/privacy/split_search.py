@@ -1,7 +1,7 @@
 r"""Whole searches under a per-record split: each side bounded by the search's own theorem, then the worse side.
 
 docs/proofs/split.md: Corollary S1 (a selection: Sel applied to each side's per-run part, then Theorem S) and
-Corollary S3 (two stages: each side's two-stage accounting, then Theorem S). Opt-in; nothing calls it by default.
+Corollary S3 (two stages: each side's two-stage accounting, then Theorem S); the default of ``dphypo tune``.
 
 * :func:`split_tuning_rdp`: ``max(Sel(ε_DPSGD), Sel(ε_score))`` (or the mixture for ``kind="draw"``), with Sel
   :func:`~dphypo.privacy.search_rdp.tuning_rdp` — never Sel of a per-run mixture (§6.1).
@@ -110,7 +110,10 @@ def _split_report(train: TwoStageReport, val: TwoStageReport, delta: float, rule
                for method, eps in report.methods.items()}
 
     def theorem(stage: str) -> str:
-        return f"training side: {getattr(train, stage)}; validation side: {getattr(val, stage)}"
+        sides = getattr(train, stage), getattr(val, stage)
+        if sides[0] == sides[1]:  # the usual case: one theorem bounds both sides
+            return f"{sides[0]} (each side)"
+        return f"training side: {sides[0]}; validation side: {sides[1]}"
 
     return SplitTwoStageReport(
         epsilon=max(train.epsilon, val.epsilon), delta=float(delta), method=f"{name}:{worse.method}", methods=methods,

@@ -284,7 +284,8 @@ def cell_landscapes(config: StudyConfig) -> dict[tuple[str, str], CellLandscape]
             where = f"arm {arm.label!r} in setting {setting.label!r} ({setting.describe_runs()}, C={C:g}, c={c:g})"
             try:
                 calibration = arm_calibration(config.epsilon, config.delta, setting.run_count, C, c,
-                                              family.mechanism_metadata, adaptive_theorem=config.adaptive_theorem)
+                                              family.mechanism_metadata, adaptive_theorem=config.adaptive_theorem,
+                                              split_rule=config.split_rule)
             except CalibrationError as err:
                 raise CalibrationError(f"{where}: {err}") from None
             except DominanceError as err:  # a heterogeneous family's σ_ref beyond what its settings can follow

@@ -900,6 +900,8 @@ class _CalibrationJob:
         run_count: A single-stage candidate's law of T (``None`` for a two-stage design).
         bounds: A single-stage candidate's ``(C, c)``.
         design: A two-stage candidate's design (``None`` otherwise).
+        split_rule: A per-record split (Theorem S, as ``tune``'s default ``--data-split per-record``), or ``None``
+            (the sum of each run's two parts).
     """
 
     epsilon: float
@@ -910,6 +912,7 @@ class _CalibrationJob:
     run_count: RunCountDistribution | None = None
     bounds: tuple[float, float] = (1.0, 1.0)
     design: TwoStage | None = None
+    split_rule: SplitRule | None = None
 
 
 @dataclass(frozen=True)
@@ -926,14 +929,15 @@ class _Calibrated:
 
 
 def _calibration_job(family: LandscapeFamily, epsilon: float, delta: float, candidate: Candidate,
-                     adaptive_theorem: str) -> _CalibrationJob:
+                     adaptive_theorem: str, split_rule: SplitRule | None = None) -> _CalibrationJob:
     """The job that calibrates ``candidate`` on ``family``."""
     final = _canonical(family.mechanism_metadata)
     if isinstance(candidate, TwoStageCandidate):
         probes = family if candidate.probe_family is None else candidate.probe_family
-        return _CalibrationJob(epsilon, delta, final, _canonical(probes.mechanism_metadata), design=candidate.two_stage)
+        return _CalibrationJob(epsilon, delta, final, _canonical(probes.mechanism_metadata), design=candidate.two_stage,
+                               split_rule=split_rule)
     return _CalibrationJob(epsilon, delta, final, adaptive_theorem=adaptive_theorem, run_count=candidate.run_count,
-                           bounds=candidate.bounds)
+                           bounds=candidate.bounds, split_rule=split_rule)
 
 
 def _calibrate(job: _CalibrationJob) -> _Calibrated:
@@ -941,14 +945,15 @@ def _calibrate(job: _CalibrationJob) -> _Calibrated:
     try:
         if job.design is not None:
             assert job.probe_metadata is not None
-            pair = two_stage_calibration(job.design, job.epsilon, job.delta, job.final_metadata, job.probe_metadata)
+            pair = two_stage_calibration(job.design, job.epsilon, job.delta, job.final_metadata, job.probe_metadata,
+                                         split_rule=job.split_rule)
             report = pair.report
             theorem = f"stage 1: {report.stage1_theorem}; stage 2: {report.stage2_theorem}; composed ({report.method})"
             return _Calibrated(sigma=pair.final_sigma, probe_sigma=pair.probe_sigma, epsilon=float(report.epsilon),
                                method=report.method, theorem=theorem)
         assert job.run_count is not None
         single = arm_calibration(job.epsilon, job.delta, job.run_count, *job.bounds, json.loads(job.final_metadata),
-                                 adaptive_theorem=job.adaptive_theorem)
+                                 adaptive_theorem=job.adaptive_theorem, split_rule=job.split_rule)
     except (CalibrationError, TwoStageDesignError) as err:
         return _Calibrated(error=" ".join(str(err).split()))
     return _Calibrated(sigma=single.sigma, sigma_tolerance=single.sigma_tolerance,
@@ -981,10 +986,10 @@ def _canonical(metadata: Mapping[str, Any]) -> str:
 
 def _calibrated_row(
     family: LandscapeFamily, epsilon: float, delta: float, candidate: Candidate, seed: int,
-    adaptive_theorem: str = "B",
+    adaptive_theorem: str = "B", split_rule: SplitRule | None = None,
 ) -> PlanRow:
     """The candidate's σ for the total ε and its status (``"ok"`` still to be simulated); nothing is simulated."""
-    job = _calibration_job(family, epsilon, delta, candidate, adaptive_theorem)
+    job = _calibration_job(family, epsilon, delta, candidate, adaptive_theorem, split_rule)
     return _row(family, candidate, _calibrate(job), epsilon, seed)
 
 
@@ -1004,6 +1009,7 @@ def plan_search(
     evaluate_repeats: int | None = None,
     evaluate_seed: int | None = None,
     comparator_runs: str = "geometric",
+    split_rule: SplitRule | None = None,
 ) -> PlanResult:
     """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
 
@@ -1034,6 +1040,9 @@ def plan_search(
             streams no selection repeat uses).
         comparator_runs: Law of T (one of :data:`PLAN_RUN_COUNTS`) of the uniform search at the pick's expected
             runs, simulated when the plan has no uniform row with at least the pick's expected runs.
+        split_rule: Calibrate every candidate as ``tune`` with a per-record split does (Theorem S: each run charged
+            the worse of its DP-SGD and its score release, docs/proofs/split.md), or ``None``: the sum (a seeded
+            permutation split).
 
     Returns:
         One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
@@ -1081,7 +1090,7 @@ def plan_search(
         # Every σ first (in the executor's workers: calibrations are independent), so an unreachable or out-of-range
         # candidate is known before the first simulated search; each distinct calibration runs once
         # (two_stage_calibration, arm_calibration: memoised, and cached on disk by the mechanism's description).
-        jobs = [_calibration_job(family, epsilon, delta, x, adaptive_theorem) for x in candidates]
+        jobs = [_calibration_job(family, epsilon, delta, x, adaptive_theorem, split_rule) for x in candidates]
         distinct = list(dict.fromkeys(jobs))
         outcomes = dict(zip(distinct, _run_jobs(pool, distinct), strict=True))
         calibrated = [_budgeted(_row(family, x, outcomes[job], epsilon, seed), compute)
@@ -1096,7 +1105,7 @@ def plan_search(
                             0.0, adaptive_theorem, compute)
         evaluation = None
         if evaluate_repeats > 0 and result.best is not None:
-            settings = _Settings(epsilon, delta, adaptive_theorem, compute, workers, pool)
+            settings = _Settings(epsilon, delta, adaptive_theorem, compute, workers, pool, split_rule)
             evaluation = _evaluate(family, result, result.best, evaluate_repeats, evaluate_seed, comparator_runs,
                                    settings)
     return dataclasses.replace(result, seconds=time.perf_counter() - start, evaluation=evaluation)
@@ -1119,6 +1128,7 @@ class _Settings:
     compute: ComputeBudget
     workers: int | None
     pool: Executor
+    split_rule: SplitRule | None = None
 
 
 def _evaluate(
@@ -1138,7 +1148,7 @@ def _evaluate(
     if not pool and selected.candidate.design != "uniform":
         extra = PlanCandidate("uniform", Uniform(), make_run_count(runs, mean=selected.candidate.expected_runs))
         pool = [_budgeted(_calibrated_row(family, settings.epsilon, settings.delta, extra, seed,
-                                          settings.adaptive_theorem), settings.compute)]
+                                          settings.adaptive_theorem, settings.split_rule), settings.compute)]
     ran = [row for row in pool if row.feasible]
     if not pool:
         reason = (f"the pick is the uniform search with the most expected runs ({selected.candidate.expected_runs:g}):"

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from dphypo.privacy import RepeatAndSelect, RunCountDistribution, TruncatedNegativeBinomial, account
 from dphypo.privacy.adaptive import check_adaptive_theorem
+from dphypo.privacy.split import SplitRule
 from dphypo.privacy.validation import check_delta, check_non_negative_int, check_positive, check_positive_int
 from dphypo.search.execution import Executor, executor_scope
 from dphypo.search.limits import check_expected_runs, check_runs
@@ -229,6 +230,8 @@ class StudyConfig:
             ``"B"`` (Theorem B for C > c, and Theorem B at C = c = 1 for uniform arms), ``"A"`` (Theorem A;
             Papernot-Steinke and the profile bounds for uniform arms: the accounting the shipped studies in
             docs/studies/ were calibrated and accounted with) or ``"published"``.
+        split_rule: Equal-ε study: calibrate and account every cell as ``tune`` with a per-record split does
+            (Theorem S, docs/proofs/split.md); ``None`` (default): each run charged the sum of its two parts.
     """
 
     name: str
@@ -242,6 +245,7 @@ class StudyConfig:
     workers: int | None = None
     epsilon: float | None = None
     adaptive_theorem: str = "B"
+    split_rule: SplitRule | None = None
 
     def __post_init__(self) -> None:
         check_adaptive_theorem(self.adaptive_theorem)
@@ -286,6 +290,7 @@ class StudyConfig:
             "name": self.name, "repeats": self.repeats, "seed": self.seed, "delta": self.delta,
             "engine": self.engine, "batch": self.batch, "workers": self.workers, "epsilon": self.epsilon,
             "adaptive_theorem": self.adaptive_theorem,
+            "data_split": "permutation" if self.split_rule is None else "per-record",
             "arms": [{"label": a.label, "strategy": a.strategy.name, "landscape": _landscape_json(a.landscape),
                       "config": strategy_config(a.strategy)} for a in self.arms],
             "settings": [{"label": s.label, "T": s.T, "runs": None if s.T is not None else s.describe_runs(),
@@ -612,12 +617,20 @@ def mechanism_profile(mechanism: DPSGDMechanism) -> PldProfile | ProfileSkipped:
 def _search_epsilon(mechanism: DPSGDMechanism, search: RepeatAndSelect, delta: float, adaptive_theorem: str) -> float:
     # Profile bounds are proven for uniform searches only (Koskela, Redberg & Wang 2024); the accountant ignores
     # a profile for C > c, so not building one there saves the PLD.
+    if mechanism.split_rule is not None:  # Theorem S side by side, as the calibration certified it (and tune accounts)
+        from dphypo.api.search import split_parts_of
+        from dphypo.privacy.accounting import PrivacyAccounting
+
+        split = split_parts_of(mechanism, profiles=not search.adaptive)
+        return float(PrivacyAccounting(search, mechanism.rdp(), delta, adaptive_theorem=adaptive_theorem,
+                                       split=split).account().epsilon)
     profile = None if search.adaptive else mechanism_profile(mechanism)
     return float(account(mechanism.rdp(), search, delta, profile=profile, adaptive_theorem=adaptive_theorem).epsilon)
 
 
 def arm_epsilon(
-    landscape: Landscape, setting: Setting, C: float, c: float, delta: float, *, adaptive_theorem: str = "B"
+    landscape: Landscape, setting: Setting, C: float, c: float, delta: float, *, adaptive_theorem: str = "B",
+    split_rule: SplitRule | None = None,
 ) -> tuple[float | None, str]:
     """Total ε of the search one cell simulates, by :func:`dphypo.privacy.account`.
 
@@ -632,6 +645,7 @@ def arm_epsilon(
         c: Lower bound of the arm.
         delta: δ ∈ (0, 1).
         adaptive_theorem: The accounting, named explicitly (:attr:`StudyConfig.adaptive_theorem`).
+        split_rule: A per-record split (:attr:`StudyConfig.split_rule`: Theorem S), or ``None``: the sum.
 
     Returns:
         ``(epsilon, note)``: ε, or ``None`` with the reason there is no claim.
@@ -642,6 +656,7 @@ def arm_epsilon(
     if mechanism is None:
         return None, "landscape metadata has no DP-SGD mechanism with a score release (e.g. synthetic)"
     check_adaptive_theorem(adaptive_theorem)
+    mechanism = dataclasses.replace(mechanism, split_rule=split_rule)
     return _search_epsilon(mechanism, RepeatAndSelect(setting.run_count, C, c), delta, adaptive_theorem), ""
 
 
@@ -767,7 +782,8 @@ def _run_study(
             elif searches_done is not None:  # reused (or 0 repeats): done at once
                 searches_done(repeats)
             seconds = time.perf_counter() - tick
-            epsilon, note = arm_epsilon(land, setting, C, c, config.delta, adaptive_theorem=config.adaptive_theorem)
+            epsilon, note = arm_epsilon(land, setting, C, c, config.delta, adaptive_theorem=config.adaptive_theorem,
+                                        split_rule=config.split_rule)
             if config.epsilon is not None and (epsilon is None or epsilon > config.epsilon):
                 # arm_calibration verified ε ≤ target under this very accounting; anything else is a bug
                 raise RuntimeError(f"arm {arm.label!r} in setting {setting.label!r} was calibrated for total "

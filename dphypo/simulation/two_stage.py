@@ -280,6 +280,7 @@ def _check_same_grid(probes: Landscape, final: Landscape) -> None:
 def simulate_two_stage(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int,
     rng: np.random.Generator, *, probe_family: LandscapeFamily | None = None, probe_score_noise_factor: float = 1.0,
+    split_rule: SplitRule | None = None,
 ) -> TwoStageResult:
     """Calibrate ``design`` to total (ε, δ) and simulate it: probes on ``probe_family``, final runs on ``family``.
 
@@ -294,6 +295,7 @@ def simulate_two_stage(
             ``family`` (full-fidelity probes at a larger σ).
         probe_score_noise_factor: The probes' score noise as a multiple of the final run's (default 1): both the
             calibration and the probes' simulated scores (:func:`probe_noise_landscape`) use it.
+        split_rule: Calibrate as ``tune`` with a per-record split does (Theorem S), or ``None``: the sum.
 
     Returns:
         The result; ``values`` are true values at the final σ.
@@ -304,19 +306,19 @@ def simulate_two_stage(
     """
     check_positive("epsilon", epsilon)
     calibration, probe_landscape, final_landscape = _calibrated_landscapes(
-        design, family, epsilon, delta, probe_family, probe_score_noise_factor)
+        design, family, epsilon, delta, probe_family, probe_score_noise_factor, split_rule)
     values = two_stage_values(design, probe_landscape, final_landscape, repeats, rng)
     return TwoStageResult(design, calibration, values)
 
 
 def _calibrated_landscapes(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, probe_family: LandscapeFamily | None,
-    probe_score_noise_factor: float,
+    probe_score_noise_factor: float, split_rule: SplitRule | None = None,
 ) -> tuple[TwoStageCalibration, Landscape, Landscape]:
     """The calibration (``tune``'s), the probes' landscape at the probe σ and score noise, the final one."""
     probes = family if probe_family is None else probe_family
     calibration = calibrate_design(design, epsilon, delta, family.mechanism_metadata, probes.mechanism_metadata,
-                                   probe_score_noise_factor=probe_score_noise_factor)
+                                   probe_score_noise_factor=probe_score_noise_factor, split_rule=split_rule)
     probe_landscape = _member_at(probes, calibration.probe_sigma, "probe", design, epsilon)
     final_landscape = _member_at(family, calibration.final_sigma, "final", design, epsilon)
     _check_same_grid(probe_landscape, final_landscape)
@@ -435,7 +437,7 @@ class TwoStageArmsResult:
 def simulate_two_stage_arms(
     design: TwoStage, family: LandscapeFamily, epsilon: float, delta: float, repeats: int, seed: int,
     arms: tuple[ProbeArm, ...], *, probe_family: LandscapeFamily | None = None,
-    probe_score_noise_factor: float = 1.0,
+    probe_score_noise_factor: float = 1.0, split_rule: SplitRule | None = None,
 ) -> TwoStageArmsResult:
     """Calibrate ``design`` once and simulate every arm with the same seed (paired), plus the baseline arm.
 
@@ -449,6 +451,7 @@ def simulate_two_stage_arms(
         arms: The arms; :data:`BASELINE_ARM` is added first when missing.
         probe_family: The probes' family (same grid, e.g. fewer epochs); default ``family``.
         probe_score_noise_factor: As for :func:`simulate_two_stage`.
+        split_rule: As for :func:`simulate_two_stage`.
 
     Returns:
         The result, ``values`` paired across arms.
@@ -458,6 +461,6 @@ def simulate_two_stage_arms(
         _check_arm(design, arm)
     arms = arms if BASELINE_ARM in arms else (BASELINE_ARM, *arms)
     calibration, probe_landscape, final_landscape = _calibrated_landscapes(
-        design, family, epsilon, delta, probe_family, probe_score_noise_factor)
+        design, family, epsilon, delta, probe_family, probe_score_noise_factor, split_rule)
     values = tuple(two_stage_arm_values(design, probe_landscape, final_landscape, repeats, seed, arm) for arm in arms)
     return TwoStageArmsResult(design, calibration, tuple(arms), values, arms.index(BASELINE_ARM))

@@ -29,6 +29,7 @@ __all__ = [
     "DPSGDMechanism",
     "DPSGDObjective",
     "DPSGDRun",
+    "PerRecordSplit",
     "Splits",
     "TrainedModel",
     "check_budget",
@@ -38,12 +39,15 @@ __all__ = [
     "make_model",
     "private_accuracy",
     "private_score",
+    "split_arrays",
 ]
 
 _WHERE = {
     "DATASETS": "data",
     "Splits": "data",
     "load_dataset": "data",
+    "PerRecordSplit": "data",
+    "split_arrays": "data",
     "MODELS": "models",
     "default_model": "models",
     "make_model": "models",

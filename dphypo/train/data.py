@@ -439,8 +439,10 @@ def load_dataset_per_record(name: str, split: PerRecordSplit, *, data_dir: str |
 
     The pool is the whole dataset for ``"digits"`` and ``"mnist-subset"``; for ``"mnist"``, ``"fashion-mnist"`` and
     ``"cifar10"`` it is the official training set, and the official (public, separate) test set is the test split,
-    so ``split.test_fraction`` must be 0. A hash split uses each record's index in the published dataset as its id.
-    Not cached: a draw with ``seed=None`` differs on every call, as a search's split should.
+    so ``split.test_fraction`` must be 0. Only ``kind="draw"``: a keyed hash needs an identifier that is part of each
+    record (Lemma S0's (hash) clause), and a built-in dataset's records have none (a row number moves when another
+    record is added or removed). Not cached: a draw with ``seed=None`` differs on every call, as a search's split
+    should.
 
     Args:
         name: One of :data:`DATASETS`.
@@ -451,19 +453,22 @@ def load_dataset_per_record(name: str, split: PerRecordSplit, *, data_dir: str |
         The splits; ``nominal_sizes`` from the published pool size (:func:`per_record_split_sizes`).
 
     Raises:
-        ValueError: Unknown name, a test fraction for a dataset with an official test set, a bad split, or files
-            whose size is not the published one.
+        ValueError: Unknown name, a test fraction for a dataset with an official test set, a bad split, a hash
+            split, or files whose size is not the published one.
         DataNotFoundError: A full dataset whose files are not in ``data_dir``.
     """
     per_record_split_sizes(name, split)  # eager checks before any data is read
+    if split.kind != "draw":
+        raise ValueError(f"a built-in dataset splits by kind='draw' only: a keyed hash needs record identifiers that "
+                         f"are part of the records (docs/proofs/split.md, Lemma S0), and {name!r} has none (a row "
+                         f"number moves when a record is added or removed), got kind={split.kind!r}")
     key_dir = None if data_dir is None else str(Path(data_dir).expanduser().resolve())
     raw = _load_raw(name, key_dir)
-    ids = None if split.kind == "draw" else np.arange(raw.y.size)
     published = sum(DATASET_CLASS_COUNTS[name])  # a published constant, not the length of what was read
     if raw.y.size != published:
         raise ValueError(f"dataset {name!r}: the files hold {raw.y.size} training records, the published dataset "
                          f"{published}; the nominal split sizes are those of the published dataset (--data-dir)")
-    pooled = split_arrays(raw.x, raw.y, split, ids=ids, public_size=published, num_classes=raw.num_classes, name=name,
+    pooled = split_arrays(raw.x, raw.y, split, public_size=published, num_classes=raw.num_classes, name=name,
                           source=raw.source)
     if raw.x_test is None:
         return pooled

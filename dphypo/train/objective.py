@@ -441,8 +441,10 @@ class DPSGDObjective:
 
     def _check_sizes(self, splits: Splits, mechanism: DPSGDMechanism) -> None:
         sizes = splits.accounted_sizes  # nominal under a per-record split (docs/proofs/split.md §5)
-        if self.split is not None and mechanism.split_rule != self.split.rule:
-            raise ValueError(f"mechanism.split_rule must be the objective's per-record split rule {self.split.rule}, "
+        rule = None if self.split is None else self.split.rule  # None: a permutation split, never Theorem S's bound
+        if mechanism.split_rule != rule:
+            raise ValueError(f"mechanism.split_rule must be the objective's split rule {rule} (None: its seeded "
+                             "permutation split, charged the sum), "
                              f"got {mechanism.split_rule}; build the mechanism with DPSGDMechanism.from_splits("
                              "objective.splits(), ...)")
         if self.subset is not None:

@@ -127,7 +127,7 @@ def test_the_default_uniform_search_resumes_from_its_journal(tmp_path, capsys) -
     path = tmp_path / "search.db"
     assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
     first = json.loads(capsys.readouterr().out)
-    assert first["strategy"] == "uniform" and first["privacy"]["method"].startswith("profile")
+    assert first["strategy"] == "uniform" and first["privacy"]["method"].startswith("train:profile")
     assert run([*UNIFORM_TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["release"] == first["release"] and again["privacy"]["epsilon"] == first["privacy"]["epsilon"]

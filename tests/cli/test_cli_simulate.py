@@ -144,7 +144,8 @@ def test_searches_on_ray_give_the_same_numbers_as_a_local_run(capsys) -> None:
 
 # ------------------------------------------------------------------------------------------------ equal ε
 # The documented equal-ε values (README, docs/studies.md) were computed with Theorem A; these tests name it.
-EQUAL = "--epsilon 8 --strategy uniform --strategy gp --runs geometric --gamma 0.05 --workers 1 --adaptive-theorem A"
+EQUAL = ("--epsilon 8 --strategy uniform --strategy gp --runs geometric --gamma 0.05 --workers 1 --adaptive-theorem A "
+         "--data-split permutation")  # the sum: the shipped studies and their numbers
 
 
 def test_equal_epsilon_on_the_shipped_family(capsys) -> None:
@@ -222,7 +223,7 @@ def test_landscape_build_family_then_equal_epsilon(tmp_path, capsys) -> None:
     # E[T] = 5, one epoch: uniform needs σ 0.649, GP (C = 2, c = 0.75) 0.915, both inside [0.6, 1]
     payload = _json(capsys, f"simulate --landscape {members[0]} --landscape {members[1]} --epsilon 8 --strategy "
                             "uniform --strategy gp --runs geometric --gamma 0.2 --repeats 2 --workers 1 --json "
-                            "--adaptive-theorem A")
+                            "--adaptive-theorem A --data-split permutation")
     assert [round(c["sigma"], 3) for c in payload["results"]] == [0.649, 0.915]
     assert all(7.99 <= c["epsilon"] <= 8.0 for c in payload["results"])
 
@@ -297,7 +298,8 @@ def test_top_set_at_equal_epsilon_on_the_digits_family(capsys) -> None:
     """ε = 8, E[T] = 20: the top-set arm is calibrated, simulated and accounted with C = 2 and its derived c."""
     members = " ".join(f"--landscape {p}" for p in FAMILY)
     payload = _json(capsys, f"simulate {members} --epsilon 8 --mean 20 --runs geometric --strategy gp "
-                            "--strategy top-set --repeats 2 --workers 1 --json --adaptive-theorem A")
+                            "--strategy top-set --repeats 2 --workers 1 --json --adaptive-theorem A "
+                            "--data-split permutation")
     gp, top = payload["results"]
     assert (gp["C"], gp["c"], top["C"], top["c"]) == (2.0, 0.75, 2.0, TOP_C)
     family = load_family(FAMILY)
@@ -345,6 +347,20 @@ def test_equal_epsilon_accounts_with_theorem_b_by_default(capsys) -> None:
     # B at C = c = 1 is a tighter uniform RDP bound than Papernot-Steinke's, and B beats A for C > c: less noise
     assert uniform["sigma"] == pytest.approx(1.0888, abs=2e-4) and gp["sigma"] == pytest.approx(1.3947, abs=2e-4)
     assert all(8.0 - 2e-3 <= cell["epsilon"] <= 8.0 for cell in (uniform, gp))
+
+
+def test_equal_epsilon_calibrates_as_tune_does_per_record_by_default(capsys) -> None:
+    """Without --data-split every arm is calibrated as ``dphypo tune`` runs it (a per-record split: Theorem S)."""
+    family = f"--landscape {DIGITS_LOW} --landscape {DIGITS_UNIFORM} --landscape {DIGITS_GP}"
+    default = EQUAL.replace(" --adaptive-theorem A", "").replace(" --data-split permutation", "")
+    payload = _json(capsys, f"simulate {family} {default} --repeats 2 --json")
+    summed = _json(capsys, f"simulate {family} {default} --data-split permutation --repeats 2 --json")
+    assert payload["study"]["data_split"] == "per-record" and summed["study"]["data_split"] == "permutation"
+    for split, sum_ in zip(payload["results"], summed["results"], strict=True):
+        assert split["sigma"] < sum_["sigma"] and 8.0 - 2e-3 <= split["epsilon"] <= 8.0  # accounted by Theorem S
+    assert run(["simulate", "--landscape", "synthetic:smooth", "--strategy", "uniform", "--fixed-T", "2",
+                "--data-split", "per-record"]) == 2
+    assert "--data-split sets how σ is calibrated: it needs --epsilon" in capsys.readouterr().err
 
 
 def _simulate_args(**changes: object):
@@ -395,7 +411,9 @@ def test_simulate_one_two_stage_design_at_equal_epsilon(capsys) -> None:
             "release", "--split", "0.7", "--repeats", "50", "--json"]
     assert run(argv) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "pld"  # tune's calibration (issue #31)
+    # tune's calibration (issue #31), under tune's default per-record split (Theorem S, issue #32)
+    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "train:pld"
+    assert payload["bound"].startswith("Theorem S")
     assert payload["probe_sigma"] > payload["final_sigma"] and payload["expected_runs"] == [10.0, 1.0]
     assert payload["design"]["label"] == "release 10 probes -> 1 final run, split 0.7"
     assert payload["ci95"][0] <= payload["mean"] <= payload["ci95"][1]

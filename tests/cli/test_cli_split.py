@@ -64,6 +64,7 @@ def test_a_split_no_bound_covers_is_refused_in_one_line(capsys: pytest.CaptureFi
 def test_a_single_stage_dry_run_accounts_as_tune_does_under_the_split(capsys: pytest.CaptureFixture[str]) -> None:
     argv = "tune --dry-run --epsilon 2 --design single --mean 5"
     split = _json(capsys, f"{argv} --data-split per-record")
-    summed = _json(capsys, argv)
+    summed = _json(capsys, f"{argv} --data-split permutation")
+    assert split == _json(capsys, argv)  # per-record is tune's default
     assert split["bound"] == THEOREM_S and split["method"].startswith("train:") and "bound" not in summed
     assert split["epsilon"] <= 2.0 and split["candidates"][0]["sigma"] < summed["candidates"][0]["sigma"]

@@ -28,11 +28,16 @@ TINY = (
 
 def test_tune_releases_a_model_with_the_accountants_epsilon(tmp_path, capsys) -> None:
     assert run([*TINY, "--out", str(tmp_path), "--json"]) == 0
-    payload = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
     release, privacy = payload["release"], payload["privacy"]
     assert privacy["epsilon"] <= 8.0 and privacy["epsilon"] == pytest.approx(8.0, rel=1e-3)
+    assert privacy["bound"].startswith("Theorem S")  # tune's default: a per-record split
     assert set(release["params"]) == {"lr", "clip"}
-    assert 0.0 <= release["test_accuracy"] <= 1.0
+    # digits' test records are drawn from the protected pool: their accuracy is the curator's, not released
+    assert release["test_accuracy"] is None and "curator-only" in captured.err
+    accuracy = float(captured.err.split("exact test accuracy of the released model ")[1].split()[0])
+    assert 0.0 <= accuracy <= 1.0
     assert (tmp_path / "released_model.pt").exists() and (tmp_path / "release.json").exists()
     assert "NOT_PRIVATE_curator_only" not in payload and "run_count" not in json.dumps(payload)
     saved = json.loads((tmp_path / "release.json").read_text())
@@ -338,7 +343,7 @@ def test_a_dry_run_accounts_as_the_search_does_profile_bounds_included(capsys, t
     # (it printed the RDP-only ε 9.75 for an ε = 8 search before)
     assert run(["tune", "--runs", "poisson", "--mean", "10", "--out", str(tmp_path / "o"), "--dry-run", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "rdp-poisson-pld"
+    assert 7.99 <= payload["epsilon"] <= 8.0 and payload["method"] == "train:rdp-poisson-pld"  # Theorem S side
 
 
 # -- two-stage designs (issue #24): the default of `dphypo tune` ------------------------------------------------------
@@ -383,7 +388,9 @@ def test_two_stage_tune_releases_the_final_model_and_every_probe_score_with_the_
     staged, privacy = payload["two_stage"], payload["privacy"]
     assert payload["design"]["kind"] == "two-stage" and privacy["epsilon"] <= 6.0
     assert payload["design_reason"] == "the two-stage options given (--probes)"
-    assert privacy["epsilon"] == min(privacy["methods"].values())
+    # Theorem S: the worse side's best bound
+    sides = {side: min(v for k, v in privacy["methods"].items() if k.startswith(side)) for side in ("train:", "val:")}
+    assert privacy["epsilon"] == max(sides.values())
     assert len(staged["released_probes"]) == 4 and staged["probe_mechanism"]["epochs"] == 1
     assert staged["final_mechanism"]["epochs"] == 2 and privacy["sigma"] == staged["final_mechanism"]["sigma"]
     assert payload["release"]["params"] == staged["finalists"][0]
@@ -448,7 +455,7 @@ def test_design_from_runs_a_plans_pick_as_it_is(tmp_path, capsys) -> None:
                 "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert design_from_dict(payload["design"]) == pick and payload["expected_runs"] == pytest.approx(4.0)
-    assert payload["theorem"].startswith("Theorem B") and payload["design_reason"].startswith("read from --design-from")
+    assert "by Theorem B" in payload["theorem"] and payload["design_reason"].startswith("read from --design-from")
     for extra, named in ((["--probes", "4"], "--probes"), (["--strategy", "gp"], "--strategy"),
                          (["--mean", "3"], "--runs/--theta/--gamma/--mean")):
         assert run(["tune", "--design-from", str(plan), *extra, "--out", str(tmp_path), "--dry-run"]) == 2

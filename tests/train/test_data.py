@@ -341,8 +341,8 @@ def test_builtin_datasets_per_record_with_nominal_sizes_known_before_any_data() 
     assert s.nominal_sizes == (1079, 359, 359) and s.accounted_sizes == (1079, 359)
     again = load_dataset_per_record("digits", PerRecordSplit("draw", seed=4))
     np.testing.assert_array_equal(again.y_val, s.y_val)  # one seed, one split
-    hashed = load_dataset_per_record("digits", PerRecordSplit("hash", key=b"k"))
-    assert sum(len(y) for y in _all_y(hashed)) == 1797
+    with pytest.raises(ValueError, match="a built-in dataset splits by kind='draw' only"):  # row numbers are no ids
+        load_dataset_per_record("digits", PerRecordSplit("hash", key=b"k"))
     assert per_record_split_sizes("mnist", PerRecordSplit("draw", test_fraction=0.0)) == (48000, 12000)
 
 
