@@ -45,10 +45,13 @@ with the 95 % interval above 0, +0.004 to +0.020; worst 5 % of searches better i
 5. Single-stage uniform search, E[T] = 20, then E[T] = 10, 5 and 2 — what still runs where no two-stage candidate
    does (a smaller ε, or a compute budget below 3 runs). Not a measured winner: the cheapest searches left.
 
-Between ε = 4.43 and 8 on digits (not measured) the rule keeps 10 probes at the final run's score noise. The studies
-disagree across families on whether more compute favours single-stage search (digits at ε = 2 with ≥ 50 runs: yes;
-the CNN at ε = 2: no; the CNN at ε = 4 with ≥ 50 runs: yes; digits at ε = 4: no), so the rule never switches to
-single-stage for compute; run ``dphypo plan`` on landscapes of your model for that choice.
+Between ε = 4.43 and 8 on digits (not measured) the rule keeps 10 probes at the final run's score noise. The rule never
+switches to single-stage for compute: with GP-placed probes and the per-record split, the design it picks beat the
+best uniform search at every compute cap of 10, 20 and 50 runs and ε 2, 4, 8 on both families (18 cells, +0.011 to
++0.122, each 95 % interval above 0; docs/studies.md, "The default design against the best uniform search"), where
+uniformly placed probes had lost at ε = 2 with ≥ 50 runs on digits and at ε = 4 with ≥ 50 runs on the CNN; run
+``dphypo plan`` on landscapes of your model for that choice. (The figures above were measured with each run charged
+the sum of its two parts; under the per-record split, tune's default, ε = 4 gives 0.925 and ε = 2 0.890.)
 
 Cheap checks before any calibration. A released score is a Gaussian release of a sensitivity-1 count with std
 ``score_noise``; n of them compose to the RDP curve n·α/(2 score_noise²) (Mironov 2017, Props. 1 and 7), a lower

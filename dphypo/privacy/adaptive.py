@@ -104,6 +104,10 @@ _TAIL_FRACTION = 0.2
 _REFINE_TOLERANCE, _REFINE_POINTS, _REFINE_ROUNDS = 2e-4, 4, 12
 #: At most this many cells are refined per round (the loosest first), so the grid stays small.
 _REFINE_CELLS = 100
+#: Screening of :class:`_PartnerConstraints`: a constraint whose larger log-term is this far below its cap holds (in
+#: floating point, with its error bound), valid while orders are at most ``_SCREEN_ORDER`` and caps at most
+#: ``_SCREEN_CAP`` in magnitude (else every constraint is evaluated in full).
+_SCREEN, _SCREEN_ORDER, _SCREEN_CAP = 1.0, 1e6, 1e11
 
 
 def check_adaptive_theorem(adaptive_theorem: str) -> None:
@@ -304,6 +308,17 @@ class _PartnerConstraints:
     methods take the constraints to test as ``(o_f, c_f, o_b, c_b)``: every one (:attr:`every`, shape ``(1, ·)``)
     or a window per point (:meth:`narrowed`, shape ``(n, ·)``).
 
+    :meth:`violated`, :meth:`certified` and :meth:`narrowed` screen before they evaluate (issue #30.6): the two
+    log-terms ``t1, t2`` of :func:`_log_moment` are sums of products (the products with ``log G``, ``log(1 − G)``
+    are computed once, :attr:`fixed`), and ``log M = logaddexp(t1, t2)`` lies in ``[m, m + log 2]``, ``m = max(t1,
+    t2)``, in floating point too (``logaddexp`` returns ``m + log1p(e^{−|t1 − t2|})``, a non-negative addend at most
+    log 2). A constraint with ``m − cap > 0`` is violated, one with ``m − cap ≤ −1`` (:data:`_SCREEN`) holds with a
+    margin of 0.3 above every rounding error (:attr:`screen`: orders ≤ 1e6 and caps ≤ 1e11 in magnitude, so every
+    finite product is below 7.5e8 (``|log| ≤ 745`` in double precision), the error bound of a finite ``log M``
+    below 1e-2, the cap's slack below 0.1); only the others go through :func:`_log_moment`, the same elementwise
+    operations on the same numbers. Every decision is therefore the one of the full evaluation, bit for
+    bit (the ``*_reference`` methods, kept as the test oracle: tests/privacy/test_theorem_b_fast.py).
+
     Attributes:
         g: Shape ``(n,)``, the points G in ``(0, 1)``.
         lg: Shape ``(n, 1)``, ``log G``.
@@ -312,6 +327,9 @@ class _PartnerConstraints:
         cf: Shape ``(1, kf)``, their caps ``(o − 1) ε(o)``.
         ob: Shape ``(1, kb)``, orders of the finite backward bounds.
         cb: Shape ``(1, kb)``, their caps ``(o − 1) ε̂(o)``.
+        fixed: ``(o_f log G, o_f log(1 − G), (1 − o_b) log G, (1 − o_b) log(1 − G))`` for every constraint, shapes
+            ``(n, kf)`` twice, ``(n, kb)`` twice.
+        screen: Whether the screening is sound for these constraints (else every value is evaluated in full).
     """
 
     g: np.ndarray
@@ -321,6 +339,8 @@ class _PartnerConstraints:
     cf: np.ndarray
     ob: np.ndarray
     cb: np.ndarray
+    fixed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    screen: bool
 
     @classmethod
     def build(cls, g: np.ndarray, orders: np.ndarray, eps_forward: np.ndarray, eps_backward: np.ndarray
@@ -329,7 +349,12 @@ class _PartnerConstraints:
         ff, fb = np.isfinite(eps_forward), np.isfinite(eps_backward)
         of, cf = orders[ff][None, :], ((orders[ff] - 1.0) * eps_forward[ff])[None, :]
         ob, cb = orders[fb][None, :], ((orders[fb] - 1.0) * eps_backward[fb])[None, :]
-        return cls(g, np.log(g)[:, None], np.log1p(-g)[:, None], of, cf, ob, cb)
+        lg, l1g = np.log(g)[:, None], np.log1p(-g)[:, None]
+        with np.errstate(invalid="ignore"):
+            fixed = (of * lg, of * l1g, (1.0 - ob) * lg, (1.0 - ob) * l1g)
+        caps = np.abs(np.concatenate([cf[0], cb[0]]))
+        screen = bool(np.all(np.concatenate([of[0], ob[0]]) <= _SCREEN_ORDER) and np.all(caps <= _SCREEN_CAP))
+        return cls(g, lg, l1g, of, cf, ob, cb, fixed, screen)
 
     @property
     def empty(self) -> bool:
@@ -341,6 +366,53 @@ class _PartnerConstraints:
         """Every constraint, ``(o_f, c_f, o_b, c_b)``."""
         return self.of, self.cf, self.ob, self.cb
 
+    def _terms(self, lq: np.ndarray, l1q: np.ndarray, rows: np.ndarray | None, o_f: np.ndarray, o_b: np.ndarray
+               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The log-terms ``(t1, t2)`` of :func:`_log_moment`, forward and backward (:meth:`_direction_terms`)."""
+        return (self._direction_terms(True, lq, l1q, rows, o_f), self._direction_terms(False, lq, l1q, rows, o_b))
+
+    def _direction_terms(self, forward: bool, lq: np.ndarray, l1q: np.ndarray, rows: np.ndarray | None,
+                         o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The log-terms ``(t1, t2)`` of :func:`_log_moment` in one direction, shape ``(r, ·)`` each.
+
+        Bit for bit those of :func:`_log_moment` (the same products summed in the same order; NaN not yet
+        replaced): forward ``M_o(G, x)``, backward ``M_o(x, G)``. ``rows`` selects points (``None``: all);
+        ``lq``, ``l1q`` (``log x``, ``log(1 − x)``, shape ``(r, 1)``) and ``o`` are already restricted to them.
+        """
+        if o is (self.of if forward else self.ob):
+            a, b = self.fixed[:2] if forward else self.fixed[2:]
+            if rows is not None:
+                a, b = a[rows], b[rows]
+        else:
+            lr, l1r = (self.lg, self.l1g) if rows is None else (self.lg[rows], self.l1g[rows])
+            factor = o if forward else 1.0 - o
+            with np.errstate(invalid="ignore"):
+                a, b = factor * lr, factor * l1r
+        with np.errstate(invalid="ignore"):
+            if forward:  # o log G + (1 − o) log x, o log(1 − G) + (1 − o) log(1 − x)
+                rest = 1.0 - o
+                t1, t2 = np.multiply(rest, lq), np.multiply(rest, l1q)
+                np.add(a, t1, out=t1)
+                np.add(b, t2, out=t2)
+            else:  # o log x + (1 − o) log G, o log(1 − x) + (1 − o) log(1 − G)
+                t1, t2 = np.multiply(o, lq), np.multiply(o, l1q)
+                np.add(t1, a, out=t1)
+                np.add(t2, b, out=t2)
+        return t1, t2
+
+    @staticmethod
+    def _gap(t1: np.ndarray, t2: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        """``max(t1, t2) − cap``, a lower bound on ``log M − cap`` at most log 2 below it (class docstring).
+
+        A NaN term, which :func:`_log_moment` reads as ``−inf``, is ignored (``fmax``).
+        """
+        return np.fmax(t1, t2) - cap
+
+    @staticmethod
+    def _values(t1: np.ndarray, t2: np.ndarray) -> np.ndarray:
+        """``log M`` from the log-terms, exactly as :func:`_log_moment` (NaN terms are ``−inf``)."""
+        return np.logaddexp(np.where(np.isnan(t1), -np.inf, t1), np.where(np.isnan(t2), -np.inf, t2))
+
     def excess(self, x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
         """Float ``log M − cap`` per constraint: forward shape ``(n, ·)``, backward shape ``(n, ·)``."""
@@ -350,13 +422,84 @@ class _PartnerConstraints:
 
     def violated(self, x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray, c_b: np.ndarray
                  ) -> np.ndarray:
-        """Whether the pair (g, x) violates one of the constraints (in floating point), shape ``(n,)``."""
+        """Whether the pair (g, x) violates one of the constraints (in floating point), shape ``(n,)``.
+
+        Equal to :meth:`violated_reference` (screened, see the class docstring).
+        """
+        if not self.screen:
+            return self.violated_reference(x, o_f, c_f, o_b, c_b)
+        lq, l1q = _logs(x)
+        out = np.zeros(x.shape, dtype=bool)
+        for forward, o, cap in ((True, o_f, c_f), (False, o_b, c_b)):
+            if o.shape[1] == 0:
+                continue
+            rows = None if forward else np.flatnonzero(~out)  # backward: only the points no forward one settled
+            if rows is not None and rows.size == 0:
+                break
+            if rows is not None:
+                lq_r, l1q_r = lq[rows], l1q[rows]
+                o, cap = (o, cap) if o.shape[0] == 1 else (o[rows], cap[rows])
+            else:
+                lq_r, l1q_r = lq, l1q
+            t1, t2 = self._direction_terms(forward, lq_r, l1q_r, rows, o)
+            # m = max(t1, t2) (NaN terms ignored, see _gap): m > cap is violated (log M ≥ m); m ≤ cap − 1 holds
+            # (log M ≤ m + log 2); a NaN m (both terms NaN: log M = −inf) holds, and fails both comparisons
+            m = np.fmax(t1, t2)
+            hit = np.any(m > cap, axis=1)
+            undecided = m > cap - _SCREEN
+            undecided &= ~hit[:, None]
+            i, j = np.nonzero(undecided)
+            if i.size:
+                cap_e = cap[0, j] if cap.shape[0] == 1 else cap[i, j]
+                bad = self._values(t1[i, j], t2[i, j]) - cap_e > 0.0
+                hit[i[bad]] = True
+            if rows is None:
+                out |= hit
+            else:
+                out[rows[hit]] = True
+        return out
+
+    def violated_reference(self, x: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray,
+                           c_b: np.ndarray) -> np.ndarray:
+        """:meth:`violated` evaluating every constraint in full (the test oracle)."""
         fwd, bwd = self.excess(x, o_f, c_f, o_b, c_b)
         return np.any(fwd > 0.0, axis=1) | np.any(bwd > 0.0, axis=1)
 
     def certified(self, x: np.ndarray, rows: np.ndarray, o_f: np.ndarray, c_f: np.ndarray, o_b: np.ndarray,
                   c_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(certainly infeasible, certainly feasible) for the pairs (g[rows], x) under the given constraints."""
+        """(certainly infeasible, certainly feasible) for the pairs (g[rows], x) under the given constraints.
+
+        Equal to :meth:`certified_reference` (screened: a constraint with ``max(t1, t2) − cap ≤ −1`` and a finite
+        maximum holds with a margin above its error bound, see the class docstring).
+        """
+        if not self.screen:
+            return self.certified_reference(x, rows, o_f, c_f, o_b, c_b)
+        lq, l1q = _logs(x)
+        lr, l1r = self.lg[rows], self.l1g[rows]
+        o_f, c_f, o_b, c_b = (a if a.shape[0] == 1 else a[rows] for a in (o_f, c_f, o_b, c_b))
+        bad, good = np.zeros(x.shape, dtype=bool), np.ones(x.shape, dtype=bool)
+        terms = self._terms(lq, l1q, rows, o_f, o_b)
+        for (t1, t2), cap, o, (lx, l1x, ly, l1y) in (
+            (terms[0], c_f, o_f, (lr, l1r, lq, l1q)),
+            (terms[1], c_b, o_b, (lq, l1q, lr, l1r)),
+        ):
+            if t1.shape[1] == 0:
+                continue
+            gap = self._gap(t1, t2, cap)
+            i, j = np.nonzero(~((gap <= -_SCREEN) & (gap > -np.inf)))  # undecided (gap −inf: log M may be −inf)
+            if i.size == 0:
+                continue
+            o_e, cap_e = np.broadcast_to(o, t1.shape)[i, j], np.broadcast_to(cap, t1.shape)[i, j]
+            value, error = _log_moment(lx[i, 0], l1x[i, 0], ly[i, 0], l1y[i, 0], o_e, with_error=True)
+            assert error is not None
+            cap_error = THEOREM_B_SLACK * (1.0 + np.abs(cap_e))
+            bad[i[(value == np.inf) | (value - error > cap_e + cap_error)]] = True
+            good[i[~(np.isfinite(value) & (value + error <= cap_e - cap_error))]] = False
+        return bad, good
+
+    def certified_reference(self, x: np.ndarray, rows: np.ndarray, o_f: np.ndarray, c_f: np.ndarray,
+                            o_b: np.ndarray, c_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`certified` evaluating every constraint in full (the test oracle)."""
         lq, l1q = _logs(x)
         lr, l1r = self.lg[rows], self.l1g[rows]
         o_f, c_f, o_b, c_b = (a if a.shape[0] == 1 else a[rows] for a in (o_f, c_f, o_b, c_b))
@@ -381,7 +524,40 @@ class _PartnerConstraints:
         return lo, hi
 
     def narrowed(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The constraints with the smallest estimated roots in [lo, hi] (log-linear interpolation of the excess)."""
+        """The constraints with the smallest estimated roots in [lo, hi] (log-linear interpolation of the excess).
+
+        Equal to :meth:`narrowed_reference`: a share is finite only where the excess at ``hi`` is positive, so only
+        the constraints the screen leaves undecided at ``hi`` are evaluated (at both ends).
+        """
+        if not self.screen:
+            return self.narrowed_reference(lo, hi)
+        lq_lo, l1q_lo = _logs(lo)
+        lq_hi, l1q_hi = _logs(hi)
+        low_terms = self._terms(lq_lo, l1q_lo, None, self.of, self.ob)
+        high_terms = self._terms(lq_hi, l1q_hi, None, self.of, self.ob)
+        out: list[np.ndarray] = []
+        for (l1, l2), (h1, h2), o, cap in zip(low_terms, high_terms, (self.of, self.ob), (self.cf, self.cb),
+                                              strict=True):
+            k = min(_WINDOW // 2, o.shape[1])
+            if k == 0:
+                out += [np.zeros((self.g.size, 0)), np.zeros((self.g.size, 0))]
+                continue
+            share = np.full(h1.shape, np.inf)
+            i, j = np.nonzero(~(self._gap(h1, h2, cap) <= -_SCREEN))
+            cap_e = cap[0][j]
+            high = self._values(h1[i, j], h2[i, j]) - cap_e
+            rising = high > 0.0
+            i, j, high, cap_e = i[rising], j[rising], high[rising], cap_e[rising]
+            low = self._values(l1[i, j], l2[i, j]) - cap_e
+            with np.errstate(divide="ignore", invalid="ignore"):
+                value = np.clip(-low / (high - low), 0.0, 1.0)
+            share[i, j] = np.where(np.isnan(value), 0.0, value)  # an infinite excess: the root is at the lower end
+            pick = np.argpartition(share, k - 1, axis=1)[:, :k]
+            out += [o[0][pick], cap[0][pick]]
+        return tuple(out)
+
+    def narrowed_reference(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`narrowed` evaluating every constraint in full (the test oracle)."""
         lo_f, lo_b = self.excess(lo, *self.every)
         hi_f, hi_b = self.excess(hi, *self.every)
         out: list[np.ndarray] = []
@@ -505,6 +681,7 @@ def _theorem_b_log_sup(
     lower = np.concatenate([[0.0], low, [1.0]])
     kappa = gamma / ((1.0 - gamma) * C)
     tolerance = _REFINE_TOLERANCE * (orders[:, None] - 1.0)
+    cells: np.ndarray | None = None  # the bounds of the current grid, once computed
     for _ in range(_REFINE_ROUNDS):
         cells, floor = _cell_bounds(g, upper, lower, orders, theta, gamma, C, c)
         excess = np.max((cells - floor[:, None]) / tolerance, axis=0)
@@ -523,7 +700,9 @@ def _theorem_b_log_sup(
         order = np.argsort(np.concatenate([g, new]), kind="stable")
         g = np.concatenate([g, new])[order]
         upper, lower = np.concatenate([upper, new_up])[order], np.concatenate([lower, new_low])[order]
-    cells, _ = _cell_bounds(g, upper, lower, orders, theta, gamma, C, c)
+        cells = None
+    if cells is None:  # the last round refined the grid (or there was none): bound its cells
+        cells, _ = _cell_bounds(g, upper, lower, orders, theta, gamma, C, c)
     log_k = (1.0 + theta) * math.log(gamma) + math.log(mean)
     return log_k + THEOREM_B_SLACK * (1.0 + abs(log_k)) + cells.max(axis=1)
 
@@ -783,9 +962,13 @@ def adaptive_rdp(
         tuned = theorem_a(base, run_count, C, c)
     else:
         tuned = theorem_b(base, run_count, C, c)
-        sharp = uniform_theorem_b(base, run_count)
-        assert sharp is not None  # theorem_b accepted the curve
-        uniform = sharp.curve
+        # Theorem B at C = c = 1 is at most the printed curve at every order (an order-wise minimum with it, then a
+        # running minimum and a cap), so where the printed curve does not exceed Theorem B's (no NaN either) neither
+        # does the sharp one and the floor is not applied: the sharp one is then not computed (issue #30.6).
+        if not np.all(uniform.epsilons <= tuned.curve.epsilons):
+            sharp = uniform_theorem_b(base, run_count)
+            assert sharp is not None  # theorem_b accepted the curve
+            uniform = sharp.curve
     curve = tuned.curve
     if np.any(uniform.epsilons > curve.epsilons):
         pure = curve.pure_epsilon

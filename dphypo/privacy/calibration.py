@@ -356,6 +356,9 @@ def coarse_to_fine_sigma(
         CalibrationError: The target needs σ above ``sigma_bounds[1]``.
     """
     _check_rtol(rtol)
+    # Each accounting is a pure function of σ, and the searches below ask some σ twice (the coarse root again for the
+    # slope; a fine point again after the secant steps): each σ is evaluated once (issue #30.6).
+    epsilon_at, coarse_epsilon_at = _evaluated_once(epsilon_at), _evaluated_once(coarse_epsilon_at)
     try:
         start = smallest_sigma(coarse_epsilon_at, target_epsilon, rtol=max(rtol, _COARSE_RTOL),
                                sigma_bounds=sigma_bounds)
@@ -367,6 +370,18 @@ def coarse_to_fine_sigma(
     if low < start:
         slope = (coarse_epsilon_at(start) - coarse_epsilon_at(low)) / math.log(start / low)
     return refine_sigma(epsilon_at, target_epsilon, start, slope=slope, rtol=rtol, sigma_bounds=sigma_bounds)
+
+
+def _evaluated_once(epsilon_at: Callable[[float], float]) -> Callable[[float], float]:
+    """``epsilon_at`` remembering its values by σ (a deterministic accounting: the same σ gives the same ε)."""
+    values: dict[float, float] = {}
+
+    def once(sigma: float) -> float:
+        if sigma not in values:
+            values[sigma] = epsilon_at(sigma)
+        return values[sigma]
+
+    return once
 
 
 def refine_sigma(

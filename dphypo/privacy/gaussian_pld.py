@@ -37,6 +37,7 @@ References (docs/references.md): Doroshenko et al. 2022 arXiv:2207.04380; Koskel
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,7 @@ def _connect_dots_pmf(loss: Any, discretization: float) -> Any:
     probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(discretization)) / math.expm1(discretization)
     probs[-1] = diffs[-1] / math.expm1(-discretization)
     probs = np.maximum(0.0, probs)  # dp_accounting's rounding guard (masses of a few ulp below 0)
+    probs.flags.writeable = False  # a step's PLD is shared (cached); read-only, so its bounds can be remembered
     return pld_pmf.DensePLDPmf(discretization, lower, probs, deltas[-1], True)
 
 
@@ -199,6 +201,12 @@ def subsampled_gaussian_pld(sigma: float, sample_rate: float, discretization: fl
     return privacy_loss_distribution.PrivacyLossDistribution(remove, pmf(AdjacencyType.ADD))
 
 
+#: :func:`self_convolve_bounds` of read-only PMFs (a cached step PLD is sized, then composed: the same bounds twice),
+#: by the array's identity; each entry holds the array, so the identity cannot be reused while it is remembered.
+_BOUNDS_SEEN: OrderedDict[tuple[int, int, float], tuple[np.ndarray, tuple[int, int]]] = OrderedDict()
+_BOUNDS_KEPT = 16
+
+
 def self_convolve_bounds(probs: np.ndarray, num_times: int, tail_mass_truncation: float) -> tuple[int, int]:
     """``common.compute_self_convolve_bounds(probs, num_times, tail_mass_truncation)`` with its default orders.
 
@@ -216,6 +224,22 @@ def self_convolve_bounds(probs: np.ndarray, num_times: int, tail_mass_truncation
         ``tail_mass_truncation``.
     """
     probs = np.asarray(probs, dtype=np.float64)
+    if probs.flags.writeable:
+        return _self_convolve_bounds(probs, num_times, tail_mass_truncation)
+    key = (id(probs), int(num_times), float(tail_mass_truncation))
+    seen = _BOUNDS_SEEN.get(key)
+    if seen is not None and seen[0] is probs:
+        _BOUNDS_SEEN.move_to_end(key)
+        return seen[1]
+    bounds = _self_convolve_bounds(probs, num_times, tail_mass_truncation)
+    _BOUNDS_SEEN[key] = (probs, bounds)
+    while len(_BOUNDS_SEEN) > _BOUNDS_KEPT:
+        _BOUNDS_SEEN.popitem(last=False)
+    return bounds
+
+
+def _self_convolve_bounds(probs: np.ndarray, num_times: int, tail_mass_truncation: float) -> tuple[int, int]:
+    """:func:`self_convolve_bounds`, evaluated."""
     n = probs.size
     upper, lower = (n - 1) * num_times, 0
     if tail_mass_truncation == 0:
