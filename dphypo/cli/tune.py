@@ -806,6 +806,8 @@ def release_payload(request: TuneRequest, result: SearchResult, saved: SavedMode
     payload.update(_design_payload(request))
     if args.show_trials:  # the search's wall time reveals T roughly: curator-only, like T itself
         payload["NOT_PRIVATE_curator_only"] = {**_trials_payload(result.history), "search_seconds": round(seconds, 1)}
+        if saved.curator_test_accuracy is not None:  # on test records from the protected pool
+            payload["NOT_PRIVATE_curator_only"]["test_accuracy"] = saved.curator_test_accuracy
         final_history = getattr(result, "final_history", None)
         if final_history is not None:
             payload["NOT_PRIVATE_curator_only"]["final_stage"] = _trials_payload(final_history)
@@ -838,9 +840,10 @@ def record_release(args: TuneArgs, payload: dict[str, Any], saved: SavedModel) -
 def render_release(request: TuneRequest, result: SearchResult, saved: SavedModel, payload: dict[str, Any]) -> None:
     """Print the release: one JSON object with ``--json``, else its table (and the curator-only trials)."""
     args = request.args
-    if saved.curator_test_accuracy is not None:  # never in the release: the test records are protected
-        typer.echo(f"curator-only (not in release.json, not covered by ε): exact test accuracy of the released model "
-                   f"{saved.curator_test_accuracy:.4f} on the protected test split", err=True)
+    if saved.curator_test_accuracy is not None and args.show_trials:  # protected test records: never released,
+        # and shown only where the curator asked for what is not private (--show-trials), as other runs' scores are
+        typer.echo(f"NOT PRIVATE, curator-only (not in release.json, not covered by ε): exact test accuracy of the "
+                   f"released model {saved.curator_test_accuracy:.4f} on the protected test split", err=True)
     if args.as_json:
         typer.echo(json.dumps(payload, sort_keys=True))
         return
@@ -865,15 +868,15 @@ def _test_accuracy_text(saved: SavedModel) -> str:
     if saved.test_accuracy is not None:
         return f"{saved.test_accuracy:.4f}"
     if saved.curator_test_accuracy is not None:
-        return "curator-only (test records drawn from the protected pool; printed above, not released)"
+        return "curator-only (test records drawn from the protected pool; --show-trials prints it)"
     return "-"
 
 
 def _release_footer(saved: SavedModel) -> str:
     """What may be published, and whether the test accuracy is public data (not covered by ε) or curator-only."""
     if saved.curator_test_accuracy is not None:
-        return ("[dim]Only this release may be published. The test accuracy above is on test records drawn from the "
-                "protected pool (per-record split): curator-only, not in release.json.[/]")
+        return ("[dim]Only this release may be published. The test records were drawn from the protected pool "
+                "(per-record split): the released model's test accuracy is curator-only (--show-trials).[/]")
     return ("[dim]Only this release may be published. Test accuracy uses the dataset's test split, which the "
             "embedded datasets treat as public; it is not covered by ε.[/]")
 

@@ -22,7 +22,7 @@ def test_a_per_record_search_keeps_its_test_accuracy_curator_only_and_resumes_on
     assert run([*TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
     captured = capsys.readouterr()
     first = json.loads(captured.out)
-    assert "curator-only" in captured.err and "exact test accuracy" in captured.err
+    assert "exact test accuracy" not in captured.err + captured.out  # release mode: nothing curator-only printed
     written = json.loads((tmp_path / "a" / "release.json").read_text())
     assert written.get("release", written).get("test_accuracy") is None and first["release"]["test_accuracy"] is None
     assert "curator" not in captured.out
@@ -36,8 +36,12 @@ def test_a_per_record_search_keeps_its_test_accuracy_curator_only_and_resumes_on
     assert published is None or published.get("test_accuracy") is None
 
     # no --seed: a resume must read the split's seed back, else its objective differs and the journal refuses it
-    assert run([*TUNE, "--out", str(tmp_path / "a"), "--journal", str(path)]) == 0
-    again = json.loads(capsys.readouterr().out)
+    assert run([*TUNE, "--out", str(tmp_path / "a"), "--journal", str(path), "--show-trials"]) == 0
+    captured = capsys.readouterr()
+    again = json.loads(captured.out)
+    accuracy = again["NOT_PRIVATE_curator_only"]["test_accuracy"]  # --show-trials: the curator's, marked so
+    assert 0.0 <= accuracy <= 1.0 and f"{accuracy:.4f}" in captured.err and "NOT PRIVATE" in captured.err
+    assert "NOT_PRIVATE" not in (tmp_path / "a" / "release.json").read_text()
     assert again["release"]["params"] == first["release"]["params"]
     with Journal.open(path) as journal:
         assert len(journal.attempts()) == attempts  # nothing retrained
