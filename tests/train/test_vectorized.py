@@ -477,3 +477,18 @@ def test_cuda_chunking_and_failures() -> None:
                         options=EngineOptions(device="cuda", physical_batch_size=2)).run(candidates)
     assert a.results[1].failed and b.results[1].failed and not a.results[0].failed
     assert _same(a.results[0].state_dict, b.results[0].state_dict, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", [*MODELS, "digits-mlp", "digits-cnn", "mnist-cnn"])
+def test_the_memory_estimate_is_the_same_on_a_cpu_example_and_on_the_meta_device(kind: str) -> None:
+    from dphypo.train.models import MODEL_INPUT_SHAPES, make_model
+
+    if kind in MODELS:
+        model, (x, _) = _seeded(MODELS[kind])(0), _data(kind, 2)
+        shape, dtype = tuple(x.shape[1:]), x.dtype
+    else:
+        model, shape, dtype = make_model(kind), MODEL_INPUT_SHAPES[kind], torch.float32
+    compiled = compile_model(model, torch.device("cpu"))
+    on_meta = engine_module.example_bytes(compiled, shape, dtype, device="meta")
+    assert engine_module.example_bytes(compiled, shape, dtype, device="cpu") == on_meta > 0
+    assert engine_module.example_bytes(compiled, shape, dtype) == on_meta  # the default device for small models

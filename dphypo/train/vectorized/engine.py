@@ -215,14 +215,35 @@ def _as_tensor(array: np.ndarray | Tensor, name: str) -> Tensor:
     raise ValueError(f"{name} must be a numpy array or a tensor, got {type(array).__name__}")
 
 
-def example_bytes(model: StackedModel, input_shape: Sequence[int], dtype: torch.dtype) -> int:
+#: Largest candidate (parameter count) whose memory estimate runs on one real CPU example rather than on the meta
+#: device: a meta-device op's first call imports torch's meta registrations and decompositions (~1.5 s of CPU per
+#: process, paid by every training process, issue #30.10), while one example of a model this small costs at most
+#: 16 MB and milliseconds. The estimate counts elements only, so both devices give the same number (tested).
+_CPU_ESTIMATE_PARAMS = 2**22
+
+
+def example_bytes(
+    model: StackedModel, input_shape: Sequence[int], dtype: torch.dtype, *, device: str | None = None
+) -> int:
     """Estimated memory of one example of one candidate through forward, backward and the per-example rules.
 
-    Computed from shapes alone (a meta-device dry run): every intermediate activation three times (value,
+    Computed from shapes alone (a dry run on one example): every intermediate activation three times (value,
     gradient, temporaries), what each layer keeps for its per-example rule, its scratch, and a factor 2 margin.
+
+    Args:
+        model: The compiled model.
+        input_shape: One example's shape.
+        dtype: The inputs' dtype.
+        device: ``"cpu"`` or ``"meta"`` for the dry run (default: ``"cpu"`` up to :data:`_CPU_ESTIMATE_PARAMS`
+            parameters, else ``"meta"``, which allocates nothing); the number is the same on both.
+
+    Returns:
+        Bytes per example per candidate.
     """
-    x = torch.zeros((1, *input_shape), dtype=dtype, device="meta")
-    params = [torch.zeros((1, *s), device="meta") for s in model.shapes]
+    if device is None:
+        device = "cpu" if sum(math.prod(s) for s in model.shapes) <= _CPU_ESTIMATE_PARAMS else "meta"
+    x = torch.zeros((1, *input_shape), dtype=dtype, device=device)
+    params = [torch.zeros((1, *s), device=device) for s in model.shapes]
     total = x.numel()
     h = x
     i = 0
