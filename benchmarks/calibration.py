@@ -44,6 +44,40 @@ for its slope: three composed coarse PLDs of the default design); a step PLD's t
 for its sizing and its composition (:func:`~dphypo.privacy.gaussian_pld.self_convolve_bounds`). What remains of
 planner-gp is Theorem B's partner bisection over 280 orders × 300 points (memory-bound numpy passes) and its
 cell bounds; of default, the FFT self-compositions of the PLDs.
+
+The fourth change (issue #30.6, "calibration in seconds"), cold, against the code before it (76e1dd0) in three
+interleaved runs of the same minutes (``after`` of each case as above, one process per run and version; load average
+5.9 to 6.5 on the shared 2-core machine), and this benchmark's full output right after them (its ``before`` is the
+Brent search of the first column, ``cached`` the new code with a warm disk cache). Every σ is bit-for-bit the one
+of 76e1dd0 in every run (default 2.0025997754653773, 0.9164944086242769; planner-uniform 1.3344874591826708;
+planner-gp 1.1964198348577666):
+
+================  ======================  ======================  ======================================
+case              76e1dd0, cold (3 runs)  this change, cold       benchmark: before / after / cached
+================  ======================  ======================  ======================================
+default           2.17, 1.97, 1.93 s      1.91, 1.98, 2.02 s      5.7 s / 2.09 s / 0.54 s
+planner-uniform   0.80, 0.87, 0.81 s      0.68, 0.70, 0.84 s      1.3 s / 0.67 s / 0.18 s
+planner-gp        2.07, 1.98, 2.09 s      0.99, 1.01, 1.02 s      4.4 s / 0.96 s / 0.23 s
+================  ======================  ======================  ======================================
+
+Absolute times move with the other agents' load by ±50 %: planner-gp alone, interleaved again 20 minutes later
+(load 3.3 to 3.8, but heavier memory traffic), took 2.46, 2.75, 2.56, 3.30 s before and 1.52, 1.75, 1.55, 1.65 s
+after; the ratio in the same minutes (1.6x to 2.1x) is what this change buys.
+
+It is: the coarse search of an adaptive Theorem B search is steered by Theorem B's curve alone
+(:meth:`~dphypo.privacy.calibration._SearchAtSigma.guide_epsilon`: without the uniform floor and the report's breakdown,
+which need a second Theorem B at C = c = 1; equal to the full ε wherever that floor does not bind, as here), and a last
+fine point whose excess would close the bracket is decided by that lower bound on the full ε
+(``refine_sigma(exceeds=...)``): planner-gp accounts 15 Theorem B bounds instead of 28; a reachable target no longer
+evaluates the σ → ∞ floor (Theorem B of the zero curve, coarse); Theorem B's narrow bisection evaluates both directions
+as one unscreened array (:meth:`~dphypo.privacy.adaptive._PartnerConstraints.bisect_window`, the same decisions);
+Papernot-Steinke Theorem 6 (δ̂ from the RDP curve, and from the PLD) converts at every order's ε̂ in one array operation
+(:func:`~dphypo.privacy.conversion.deltas_from_rdp`, the same numbers). default is unchanged: its time is the FFT
+self-compositions of the PLDs (three fine and nine coarse accountings of the composed two-stage PLD) and the RDP curves
+with dp_accounting's spot checks (about 3 ms per curve, ~50 curves): cheaper FFTs (``rfft``, a composed power) change
+the last bits of the PLDs and so of the σ, and fewer spot checks weaken them, so both are left as they are. What remains
+of planner-gp is five fine Theorem B bounds (three at C = 1.5, two at C = c = 1 for the floor and the breakdown) and ten
+coarse ones.
 """
 
 from __future__ import annotations

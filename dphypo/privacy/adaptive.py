@@ -281,7 +281,8 @@ def _partner_bounds(
         every = constraints.every
         lo, hi = constraints.bisect(g.copy(), np.ones_like(g), _FULL_STEPS, *every)
         window = constraints.narrowed(lo, hi) if narrow else every
-        lo, hi = constraints.bisect(lo, hi, _NARROW_STEPS, *window)
+        lo, hi = (constraints.bisect_window(lo, hi, _NARROW_STEPS, window) if narrow
+                  else constraints.bisect(lo, hi, _NARROW_STEPS, *window))
         upper, lower, ok = constraints.certify(lo, hi, window, narrow=narrow)
         if narrow and not np.all(ok):  # the window missed the binding constraint: redo those with all of them
             redo = ~ok
@@ -521,6 +522,40 @@ class _PartnerConstraints:
             mid = np.clip(np.exp((np.log(lo) + np.log(hi)) / 2.0), lo, hi)
             bad = self.violated(mid, *constraints)
             lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
+        return lo, hi
+
+    def bisect_window(self, lo: np.ndarray, hi: np.ndarray, steps: int, window: tuple[np.ndarray, ...]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`bisect` over a window of constraints per point (:meth:`narrowed`), every decision the same.
+
+        The window is small (:data:`_WINDOW` constraints per point), so each step is dominated by the number of
+        numpy calls, not by the arithmetic (issue #30.6): both directions are evaluated as one array, unscreened,
+        as :meth:`violated_reference` does. Forward ``log M_o(G, x)`` has the log-terms ``o log G + (1 − o) log x``
+        and ``o log(1 − G) + (1 − o) log(1 − x)``, backward ``M_o(x, G)`` has ``(1 − o) log G + o log x`` (the same
+        two products as :func:`_log_moment`'s ``o log x + (1 − o) log G``: floating-point addition commutes) and
+        its ``1 − x`` twin, so with coefficients ``(o_f, 1 − o_b)`` on the logs of G (their products computed once,
+        as G does not move) and ``(1 − o_f, o_b)`` on those of x every value is bit for bit the one
+        :func:`_log_moment` returns. tests/privacy/test_theorem_b_fast.py compares it with :meth:`bisect`.
+        """
+        o_f, c_f, o_b, c_b = window
+        coef_g = np.concatenate([o_f, 1.0 - o_b], axis=1)
+        coef_x = np.concatenate([1.0 - o_f, o_b], axis=1)
+        cap = np.concatenate([c_f, c_b], axis=1)
+        with np.errstate(invalid="ignore"):
+            fixed1, fixed2 = coef_g * self.lg, coef_g * self.l1g
+            for _ in range(steps):
+                mid = np.clip(np.exp((np.log(lo) + np.log(hi)) / 2.0), lo, hi)
+                lq, l1q = _logs(mid)
+                t1 = np.multiply(coef_x, lq)
+                t2 = np.multiply(coef_x, l1q)
+                np.add(fixed1, t1, out=t1)
+                np.add(fixed2, t2, out=t2)
+                t1[np.isnan(t1)] = -np.inf  # 0^o 0^(1−o) := 0, as in _log_moment
+                t2[np.isnan(t2)] = -np.inf
+                value = np.logaddexp(t1, t2, out=t1)
+                np.subtract(value, cap, out=value)
+                bad = np.any(value > 0.0, axis=1)
+                lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
         return lo, hi
 
     def narrowed(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -11,6 +11,14 @@ coarse root first and then :func:`refine_sigma` closes a bracket ``fine(lo) > ε
 root, then secant steps with the slope of the coarse curve). The returned σ is ``hi``: it meets the target at full
 precision (that evaluation *is* its certificate) and is within ``rtol`` of the fine root, whatever the coarse
 accounting got wrong. Nothing about the coarse accounting needs to be a bound.
+
+An adaptive Theorem B search (C > c) accounts two Theorem B curves per σ: its own and, for the uniform floor of
+:func:`~dphypo.privacy.adaptive.adaptive_rdp` and the report's breakdown, the one at C = c = 1. The coarse search is
+steered by the first alone (:meth:`_SearchAtSigma.guide_epsilon`), and a last fine point whose excess would close
+the bracket is decided by it too (it is a lower bound on the full ε, so an excess it shows is one: the same decision,
+``refine_sigma(exceeds=...)``); every other fine point is the full accounting. The σ and the report are therefore
+those of the full search bit for bit wherever the floor does not bind on the coarse curves (every case measured),
+and otherwise still decided and certified at full precision (tests/privacy/test_calibration_fast.py).
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ from scipy import optimize
 
 from dphypo.privacy.accountant import account
 from dphypo.privacy.accounting import PrivacyAccounting
+from dphypo.privacy.adaptive import theorem_b
+from dphypo.privacy.conversion import epsilon_from_rdp
 from dphypo.privacy.dpsgd_run import dpsgd_run_profile, dpsgd_run_rdp
 from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import profile_or_skipped
 from dphypo.privacy.rdp import DEFAULT_ORDERS, RdpCurve, zero_rdp
-from dphypo.privacy.run_counts import Binomial
+from dphypo.privacy.run_counts import Binomial, TruncatedNegativeBinomial
 from dphypo.privacy.spec import PrivacyReport, RepeatAndSelect
 from dphypo.privacy.validation import check_delta, check_positive
 
@@ -177,8 +187,12 @@ def calibrate_sigma(
     if coarse is None:
         sigma = smallest_sigma(epsilon_at, target_epsilon, rtol=rtol, sigma_bounds=sigma_bounds)
     else:
-        sigma = coarse_to_fine_sigma(epsilon_at, lambda s: coarse.report(s).epsilon, target_epsilon, rtol=rtol,
-                                     sigma_bounds=sigma_bounds)
+        def exceeds(sigma: float) -> bool:  # a lower bound on the full ε above the target: an excess, certainly
+            value = at.unfloored_epsilon(sigma)
+            return value is not None and value > target_epsilon
+
+        sigma = coarse_to_fine_sigma(epsilon_at, coarse.guide_epsilon, target_epsilon, rtol=rtol,
+                                     sigma_bounds=sigma_bounds, exceeds=exceeds if at.has_unfloored else None)
     evaluations = len(reports)
     report = report_at(sigma)
     if report.epsilon > target_epsilon:  # pragma: no cover - smallest_sigma guarantees this
@@ -222,6 +236,41 @@ class _SearchAtSigma:
         return PrivacyAccounting(self.search, self.curve_for_sigma(sigma), self.delta, profile=profile,
                                  max_lost=self.max_lost, adaptive_theorem=self.adaptive_theorem).account()
 
+    @property
+    def has_unfloored(self) -> bool:
+        """Whether :meth:`unfloored_epsilon` has a value (an adaptive Theorem B search, see there)."""
+        search = self.search
+        return (search.adaptive and self.adaptive_theorem == "B" and isinstance(search.run_count,
+                                                                                TruncatedNegativeBinomial)
+                and self.split_for_sigma is None and self.profile_for_sigma is None and not self.max_lost)
+
+    def unfloored_epsilon(self, sigma: float) -> float | None:
+        """A lower bound on ``report(σ).epsilon``, without the second Theorem B it needs, or ``None``.
+
+        An adaptive search (C > c) accounted by Theorem B with TNB T (no split, no lost attempt charged, no profile)
+        has one bound: Theorem B's curve, floored order by order at the uniform curve
+        (:func:`~dphypo.privacy.adaptive.adaptive_rdp`; the floor needs Theorem B at C = c = 1 wherever the printed
+        uniform curve exceeds Theorem B's, and so does the report's breakdown). This is ε of the curve before the
+        floor: the floor only raises the curve and the conversion is non-decreasing in it, so the value is at most
+        ``report(σ).epsilon``, and bit for bit equal to it where the floor does not bind (the README settings and
+        every σ of ``benchmarks/calibration.py``). ``None`` for any other search.
+        """
+        if not self.has_unfloored:
+            return None
+        search, run_count = self.search, self.search.run_count
+        assert isinstance(run_count, TruncatedNegativeBinomial)  # has_unfloored
+        curve = theorem_b(self.curve_for_sigma(sigma), run_count, search.C, search.c).curve
+        return epsilon_from_rdp(curve.orders, curve.epsilons, self.delta, pure_epsilon=curve.pure_epsilon)[0]
+
+    def guide_epsilon(self, sigma: float) -> float:
+        """``report(σ).epsilon`` for the coarse search: :meth:`unfloored_epsilon` where it exists (never a certificate).
+
+        Only the coarse search is steered by it (issue #30.6: a coarse accounting need not be a bound): every σ
+        returned is decided and certified by the full accounting (:func:`coarse_to_fine_sigma`).
+        """
+        value = self.unfloored_epsilon(sigma)
+        return self.report(sigma).epsilon if value is None else value
+
     def epsilon_without_charge(self, curve: RdpCurve, profile: Any = None) -> float:
         """ε of the search whose every run satisfies ``curve`` (and ``profile``), no lost attempt charged."""
         return account(curve, self.search, self.delta, profile=profile, adaptive_theorem=self.adaptive_theorem).epsilon
@@ -247,6 +296,11 @@ def _check_reachable(at: _SearchAtSigma, target_epsilon: float, sigma_bounds: tu
             the largest σ considered does, because a part of the run does not shrink with σ or the runs need more
             noise than that.
     """
+    # A target the coarse accounting meets at the largest σ is reachable there (the σ → ∞ floor is below it): the floor,
+    # which only decides the message below, is then not evaluated (issue #30.6: Theorem B on the zero curve costs
+    # three coarse accountings). A target that only the coarse accounting meets is refused by the root finding.
+    if coarse is not None and coarse.guide_epsilon(sigma_bounds[1]) <= target_epsilon:
+        return
     # The σ → ∞ floor only decides this message: when the coarse accounting meets the target there, the fine one is
     # not asked (a target that only the coarse accounting meets is refused by the root finding, as below).
     coarse_floor = None if coarse is None else coarse.infinite_noise_epsilon(sigma_bounds[1])
@@ -258,8 +312,6 @@ def _check_reachable(at: _SearchAtSigma, target_epsilon: float, sigma_bounds: tu
             f"least ε = {floor:.4g} even with infinite noise (run-count and log(C/c) terms); raise epsilon, "
             "lower E[T], or narrow [c, C]"
         )
-    if coarse is not None and coarse.report(sigma_bounds[1]).epsilon <= target_epsilon:
-        return
     top = at.report(sigma_bounds[1]).epsilon
     if top <= target_epsilon:
         return
@@ -333,6 +385,7 @@ def coarse_to_fine_sigma(
     *,
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
+    exceeds: Callable[[float], bool] | None = None,
 ) -> float:
     """:func:`smallest_sigma` of ``epsilon_at``, searched on a cheap ``coarse_epsilon_at`` and finished on the fine one.
 
@@ -348,6 +401,7 @@ def coarse_to_fine_sigma(
         target_epsilon: The target.
         rtol: Relative tolerance on σ, in (0, 0.1).
         sigma_bounds: Smallest and largest σ considered.
+        exceeds: A cheap sufficient test of ``epsilon_at(σ) > target_epsilon`` (:func:`refine_sigma`), or ``None``.
 
     Returns:
         σ with ``epsilon_at(σ) ≤ target_epsilon``, within ``rtol`` of the smallest such σ.
@@ -369,7 +423,8 @@ def coarse_to_fine_sigma(
     slope = None
     if low < start:
         slope = (coarse_epsilon_at(start) - coarse_epsilon_at(low)) / math.log(start / low)
-    return refine_sigma(epsilon_at, target_epsilon, start, slope=slope, rtol=rtol, sigma_bounds=sigma_bounds)
+    return refine_sigma(epsilon_at, target_epsilon, start, slope=slope, rtol=rtol, sigma_bounds=sigma_bounds,
+                        exceeds=exceeds)
 
 
 def _evaluated_once(epsilon_at: Callable[[float], float]) -> Callable[[float], float]:
@@ -393,6 +448,7 @@ def refine_sigma(
     rtol: float = 1e-4,
     sigma_bounds: tuple[float, float] = (1e-2, 1e4),
     max_steps: int = 8,
+    exceeds: Callable[[float], bool] | None = None,
 ) -> float:
     """The smallest σ (to ``rtol``, conservative side) with ``epsilon_at(σ) ≤ target_epsilon``, searched from a guess.
 
@@ -412,6 +468,12 @@ def refine_sigma(
         rtol: Relative tolerance on σ, in (0, 0.1).
         sigma_bounds: Smallest and largest σ considered (``sigma_bounds[0]`` is returned when it meets the target).
         max_steps: Secant steps before the fallback.
+        exceeds: A cheap test that implies ``epsilon_at(σ) > target_epsilon`` when it returns ``True`` (e.g. a lower
+            bound on ε above the target), or ``None``. It is asked only at a point that closes the bracket if it
+            exceeds the target, where the value of ``epsilon_at`` is never used: a ``True`` returns exactly what
+            evaluating ``epsilon_at`` there would have returned (issue #30.6: the last fine evaluation of a
+            calibration is often such a point, and its full accounting costs a second Theorem B); a ``False``
+            evaluates ``epsilon_at`` as usual.
 
     Returns:
         ``hi``: σ with ``epsilon_at(σ) ≤ target_epsilon`` and ``epsilon_at(σ / (1 + rtol)) > target_epsilon``
@@ -431,6 +493,8 @@ def refine_sigma(
     x = min(max(math.log(start), lo_limit), hi_limit)
     misses = 0
     for _ in range(max_steps):
+        if exceeds is not None and hi is not None and hi - x <= width and exceeds(math.exp(x)):
+            return math.exp(hi)  # an excess at x would close the bracket [x, hi] (below): its value is not needed
         excess = epsilon_at(math.exp(x)) - target_epsilon
         if excess <= 0.0:
             closed = hi is None or x < hi

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from dphypo.privacy.conversion import delta_from_rdp, epsilon_from_rdp
+from dphypo.privacy.conversion import deltas_from_rdp, epsilon_from_rdp
 from dphypo.privacy.errors import DphypoError
 from dphypo.privacy.profiles import DEFAULT_DISCRETIZATION, PrivacyProfile, dpsgd_profile
 from dphypo.privacy.rdp import RdpCurve, dpsgd_rdp, nonnegative_bound
@@ -383,10 +383,10 @@ def poisson_rdp_with_profile_bound(
     a = base.orders
     eps_hat = np.log1p(1.0 / (a - 1.0))
     from_profile = np.asarray(profile.delta(eps_hat), dtype=np.float64)
+    from_rdp = deltas_from_rdp(a, base.epsilons, eps_hat, pure_epsilon=base.pure_epsilon)  # delta_from_rdp per ε̂
     eps = np.empty_like(a)
     for i, alpha in enumerate(a):
-        from_rdp, _ = delta_from_rdp(a, base.epsilons, float(eps_hat[i]), pure_epsilon=base.pure_epsilon)
-        eps[i] = base.epsilons[i] + mu * min(from_rdp, float(from_profile[i])) + math.log(mu) / (alpha - 1.0)
+        eps[i] = base.epsilons[i] + mu * min(float(from_rdp[i]), float(from_profile[i])) + math.log(mu) / (alpha - 1.0)
     curve = RdpCurve(a, nonnegative_bound(eps, "Papernot-Steinke Theorem 6 (PLD delta-hat)"), None,
                      f"P&S Thm 6 (profile delta-hat) of ({base.label})")
     value, order = epsilon_from_rdp(curve.orders, curve.monotone().epsilons, delta)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dphypo.privacy.conversion import delta_from_rdp
+from dphypo.privacy.conversion import deltas_from_rdp
 from dphypo.privacy.rdp import RdpCurve, nonnegative_bound
 from dphypo.privacy.run_counts import Poisson, TruncatedNegativeBinomial
 from dphypo.privacy.validation import check_non_negative, check_theta
@@ -137,11 +137,11 @@ def papernot_steinke_theorem6(base: RdpCurve, run_count: Poisson) -> TuningRdp:
         raise TypeError(f"Theorem 6 needs a Poisson run count, got {run_count!r}")
     mu = run_count.mean
     a = base.orders
+    eps_hat = np.array([math.log1p(1.0 / (alpha - 1.0)) for alpha in a])
+    delta_hat = deltas_from_rdp(a, base.epsilons, eps_hat, pure_epsilon=base.pure_epsilon)  # delta_from_rdp per ε̂
     eps = np.empty_like(a)
     for i, alpha in enumerate(a):
-        eps_hat = math.log1p(1.0 / (alpha - 1.0))
-        delta_hat, _ = delta_from_rdp(a, base.epsilons, eps_hat, pure_epsilon=base.pure_epsilon)
-        eps[i] = base.epsilons[i] + mu * delta_hat + math.log(mu) / (alpha - 1.0)
+        eps[i] = base.epsilons[i] + mu * float(delta_hat[i]) + math.log(mu) / (alpha - 1.0)
     eps = nonnegative_bound(eps, "Papernot-Steinke Theorem 6")
     label = f"Papernot-Steinke Thm 6 [Poisson(mean={mu:g})] of ({base.label})"
     return TuningRdp(RdpCurve(a, eps, None, label).monotone(), math.nan, 0.0, "Papernot-Steinke Theorem 6")

@@ -80,6 +80,40 @@ def test_screened_methods_equal_the_full_evaluation(base: RdpCurve) -> None:
                 assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("base", CURVES, ids=lambda b: b.label[:40])
+def test_window_bisection_equals_the_bisection_over_the_window(base: RdpCurve) -> None:
+    """``bisect_window`` (both directions as one unscreened array) against ``bisect`` on ``violated_reference``."""
+    rng = np.random.default_rng(11)
+    g = _points(rng)
+    c = P.build(g, base.orders, base.epsilons, base.epsilons)
+    lo, hi = c.bisect(g.copy(), np.ones_like(g), ad._FULL_STEPS, *c.every)
+    saved = P.violated
+    P.violated = P.violated_reference  # type: ignore[method-assign]
+    try:
+        for window in (c.narrowed(lo, hi), c.narrowed(g, np.ones_like(g))):
+            want = c.bisect(lo, hi, ad._NARROW_STEPS, *window)
+            got = c.bisect_window(lo, hi, ad._NARROW_STEPS, window)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        one_sided = tuple(np.zeros((g.size, 0)) if k >= 2 else w for k, w in enumerate(c.narrowed(lo, hi)))
+        got = c.bisect_window(lo, hi, ad._NARROW_STEPS, one_sided)  # forward constraints only
+        want = c.bisect(lo, hi, ad._NARROW_STEPS, *one_sided)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    finally:
+        P.violated = saved  # type: ignore[method-assign]
+
+
+def test_a_diverging_window_bisection_is_caught() -> None:
+    """The comparison above can fail: the backward coefficients swapped (``o`` on log G) change the brackets."""
+    base = SMALL_SIGMA
+    g = _points(np.random.default_rng(11))
+    c = P.build(g, base.orders, base.epsilons, base.epsilons)
+    lo, hi = c.bisect(g.copy(), np.ones_like(g), ad._FULL_STEPS, *c.every)
+    o_f, c_f, o_b, c_b = c.narrowed(lo, hi)
+    want = c.bisect(lo, hi, ad._NARROW_STEPS, o_f, c_f, o_b, c_b)
+    got = c.bisect_window(lo, hi, ad._NARROW_STEPS, (o_f, c_f, 1.0 - o_b, c_b))  # 1 − o_b where o_b belongs
+    assert not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]))
+
+
 def test_the_screen_steps_aside_for_huge_caps_and_orders() -> None:
     orders = np.array([1.5, 2.0, 3.0e6])
     g = np.geomspace(1e-6, 0.9, 20)
@@ -96,9 +130,11 @@ def _oracle_log_sup(orders: np.ndarray, forward: np.ndarray, backward: np.ndarra
                     ) -> np.ndarray:
     """``_theorem_b_log_sup`` as before issue #30.6: the same loop, every constraint evaluated in full."""
     theta, gamma, mean = run_count.theta, run_count.gamma, run_count.mean
-    saved = P.violated, P.certified, P.narrowed
+    saved = P.violated, P.certified, P.narrowed, P.bisect_window
     P.violated, P.certified, P.narrowed = (  # type: ignore[method-assign]
         P.violated_reference, P.certified_reference, P.narrowed_reference)
+    P.bisect_window = lambda self, lo, hi, steps, window: P.bisect(  # type: ignore[method-assign]
+        self, lo, hi, steps, *window)
     try:
         g = ad.theorem_b_grid(gamma, C, grid)
         up, low = ad._partner_bounds(g[1:-1], orders, forward, backward, pure)
@@ -127,7 +163,7 @@ def _oracle_log_sup(orders: np.ndarray, forward: np.ndarray, backward: np.ndarra
             upper, lower = np.concatenate([upper, new_up])[order], np.concatenate([lower, new_low])[order]
         cells, _ = ad._cell_bounds(g, upper, lower, orders, theta, gamma, C, c)
     finally:
-        P.violated, P.certified, P.narrowed = saved  # type: ignore[method-assign]
+        P.violated, P.certified, P.narrowed, P.bisect_window = saved  # type: ignore[method-assign]
     log_k = (1.0 + theta) * math.log(gamma) + math.log(mean)
     return log_k + ad.THEOREM_B_SLACK * (1.0 + abs(log_k)) + cells.max(axis=1)
 
