@@ -43,6 +43,7 @@ OPTION_NAMES = {
     "max_mean_runs": "--max-mean-runs", "run_seconds": "--run-seconds", "budget_seconds": "--compute-budget",
     "designs": "--design", "probe_family": "--probe-landscape", "evaluate_repeats": "--evaluate-repeats",
     "evaluate_seed": "--evaluate-seed", "split": "--split", "splits": "--split", "data_split": "--data-split",
+    "race first repeats": "--race-repeats",
 }
 
 #: ``dphypo plan --help``: one string per paragraph (typer keeps a docstring's line breaks in the help).
@@ -70,11 +71,21 @@ PLAN_HELP = (
     "reported on --evaluate-repeats fresh searches (default: as many; 0 turns this off) from streams no selection "
     "search used, against the best uniform search with at least its expected runs on the same fresh searches "
     "(paired where both are single-stage searches): the verdict and --json (`evaluation`) give its fresh mean, "
-    "the comparator and their difference with 95 % intervals. Calibrated σ are cached on disk by the mechanism's "
+    "the comparator and their difference with 95 % intervals.\n\n"
+    "Race (default; --no-race turns it off): DP-HyPO rows, whose simulated GP searches are costly, run the "
+    "selection searches in rounds (--race-repeats, then doubling up to --repeats); after each round a row whose "
+    "mean is significantly below the leader's (the best row within the budget so far: its one-sided upper "
+    "confidence bound of the difference below 0, paired t or Welch, Bonferroni over rows and rounds so that a row "
+    "as good as every other is dropped with probability at most 1 %) stops, keeps the searches it ran and is never "
+    "picked; the table and --json (`eliminated`) say so. Uniform and two-stage rows run every search. "
+    "Calibrated σ are cached on disk by the mechanism's "
     "description ($DPHYPO_CACHE_DIR; re-certified when read), so a plan repeated runs no calibration twice.\n\n"
     "The plan is computed from the landscapes (public data, or data whose privacy was already paid for), not from "
     "the private data of the search it plans: choose the configuration here, then run `dphypo tune` with it."
 )
+#: ``--race-repeats`` default: :data:`dphypo.simulation.planner.RACE_FIRST_REPEATS` (not imported here: the CLI
+#: imports the planner only when a plan runs; a test checks they agree).
+RACE_FIRST_REPEATS = 50
 #: E[T] of the candidates when no ``--mean`` is given.
 DEFAULT_MEANS: tuple[float, ...] = (10.0, 20.0, 50.0)
 
@@ -180,15 +191,25 @@ def plan_command(
                      "(default: 0.3, 0.5 and 0.7)."),
     ] = None,
     data_split: SimulatedDataSplitOpt = None,
+    race: Annotated[
+        bool,
+        typer.Option("--race/--no-race", help="Stop simulating DP-HyPO rows significantly below the leader after "
+                     "a round (see above); --no-race runs --repeats searches for every row."),
+    ] = True,
+    race_repeats: Annotated[
+        int, typer.Option("--race-repeats", help="Selection searches of the race's first round (≥ 2).")
+    ] = RACE_FIRST_REPEATS,
 ) -> None:
     """Plan a private search (help: :data:`PLAN_HELP`)."""
     with option_names(**OPTION_NAMES):
         budget = Budget(max_mean_runs, run_seconds, compute_budget)
         if split and "two-stage" not in (design or DEFAULT_DESIGNS):
             raise ValueError("--split is the budget split of a two-stage design: add --design two-stage")
+        if not (isinstance(race_repeats, int) and race_repeats >= 2):
+            raise ValueError(f"--race-repeats must be an integer >= 2, got {race_repeats!r}")
         _plan(landscape, epsilon, delta, mean, runs, repeats, seed, workers, as_json, adaptive_theorem, budget,
               tuple(design or DEFAULT_DESIGNS), probe_landscape, Evaluation(evaluate_repeats, evaluate_seed),
-              tuple(split or ()), data_split)
+              tuple(split or ()), data_split, race_repeats if race else None)
 
 
 @dataclass(frozen=True)
@@ -243,12 +264,13 @@ def _plan(
     seed: int, workers: int | None, as_json: bool, adaptive_theorem: str = "B", budget: Budget | None = None,
     designs: tuple[str, ...] = DEFAULT_DESIGNS, probe_landscape: list[str] | None = None,
     evaluation: Evaluation | None = None, splits: tuple[float, ...] = (), data_split: str | None = None,
+    race_repeats: int | None = RACE_FIRST_REPEATS,
 ) -> None:
-    """The body of ``dphypo plan``: every option is checked before the first calibration."""
+    """The body of ``dphypo plan``: every option is checked before the first calibration (no race: ``None``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from dphypo.simulation.family import load_family
-    from dphypo.simulation.planner import plan_search
+    from dphypo.simulation.planner import Race, plan_search
 
     budget = budget or Budget()
     budget.check()
@@ -279,7 +301,8 @@ def _plan(
         result = plan_search(family, epsilon, delta, candidates, repeats=repeats, seed=seed, workers=workers,
                              adaptive_theorem=adaptive_theorem, compute=compute,
                              progress=lambda row: bar.advance(task), evaluate_repeats=evaluation.repeats,
-                             evaluate_seed=evaluation.seed, comparator_runs=runs, split_rule=split_rule)
+                             evaluate_seed=evaluation.seed, comparator_runs=runs, split_rule=split_rule,
+                             race=None if race_repeats is None else Race(race_repeats))
     if not any(row.feasible for row in result.rows):  # nothing to rank: one line saying why and what would run
         raise ValueError(unreachable_message(result))
     payload = {**result.to_dict(), "landscape": list(landscape), "runs": runs, "verdict": verdict(result),
@@ -356,7 +379,8 @@ def _table(result: PlanResult) -> Table:
     sigmas = ", ".join(f"{s:g}" for s in result.family_sigmas)
     table = Table(title=escape(f"Plan at total ε = {result.epsilon:g}, δ = {result.delta:g}, every candidate at its "
                                f"own σ, on the landscape family σ ∈ {{{sigmas}}}: mean true value of the released "
-                               f"point over {result.repeats} simulated searches [95% CI]"))
+                               f"point over {result.repeats} simulated searches [95% CI]"
+                               f"{_race_title(result)}"))
     for column in ("", "configuration", "E[runs]", "E[compute]", "C, c", "σ", "total ε (bound)", "mean [95% CI]",
                    "status"):
         table.add_column(escape(column))  # "E[runs]" is not markup
@@ -372,12 +396,40 @@ def _table(result: PlanResult) -> Table:
             sigma = f"probes {row.probe_sigma:.4f}, final {sigma}"
         eps = "-" if row.epsilon is None else f"{row.epsilon:.4f} ({row.method})"
         status = row.status if row.feasible else f"{row.status}: {row.reason}"
+        if row.eliminated:
+            status = f"{row.eliminated} (not picked)"
         if not row.within_budget:
             status += f"; over budget: {row.budget_reason}"
         cells = [mark, cand.label, f"{cand.expected_runs:g}", _compute(row), bounds, sigma, eps,
                  _mean_ci(row), status]
         table.add_row(*(escape(cell) for cell in cells))  # reasons hold brackets ("narrow [c, C]"): not markup
     return table
+
+
+def _race_title(result: PlanResult) -> str:
+    """The table title's note on the race: how many rows it stopped early (empty without a race)."""
+    if result.race is None:
+        return ""
+    stopped = sum(bool(row.eliminated) for row in result.rows)
+    rounds = ", ".join(str(n) for n in result.race.schedule(result.repeats))
+    return (f"; race over rounds of {rounds} searches: {stopped} DP-HyPO row(s) eliminated with fewer searches "
+            f"(status)")
+
+
+def _race_sentence(result: PlanResult) -> str:
+    """The verdict's sentence on the race (empty without one)."""
+    race = result.race
+    if race is None:
+        return ""
+    stopped = [row for row in result.rows if row.eliminated]
+    if not stopped:
+        return (f"Race (rounds of {', '.join(str(n) for n in race.schedule(result.repeats))} searches): no row was "
+                f"eliminated.")
+    low, high = min(r.repeats for r in stopped), max(r.repeats for r in stopped)
+    searches = f"{low}" if low == high else f"{low} to {high}"
+    return (f"Race: {len(stopped)} DP-HyPO row(s) stopped early as significantly below the leader (one-sided bounds, "
+            f"error at most {race.alpha:g} per row and leader over all rounds), after {searches} searches instead of "
+            f"{result.repeats}; never picked.")
 
 
 def _compute(row: PlanRow) -> str:
@@ -498,6 +550,9 @@ def verdict(result: PlanResult) -> str:
         parts.append(f"E[T] = {m:g}: best uniform {_mean_ci(uniform)} vs best adaptive {adaptive.candidate.label} "
                      f"{_mean_ci(adaptive)}, adaptive − uniform {_difference(cmp)} ({cmp.pairing}): {judged}.")
     parts += _two_stage_sentences(result)
+    race = _race_sentence(result)
+    if race:
+        parts.append(race)
     budget = _budget_sentence(result)
     if budget:
         parts.append(budget)

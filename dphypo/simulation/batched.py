@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import psutil
@@ -41,6 +42,7 @@ from dphypo.strategies.base import check_strategy
 
 __all__ = [
     "MEMORY_SHARE",
+    "BatchedSimulation",
     "incumbent_distance",
     "memory_batch",
     "release_batch",
@@ -48,6 +50,7 @@ __all__ = [
     "run_counts",
     "search_paths",
     "simulate_batched",
+    "simulate_many",
 ]
 
 # Stream ids inside a repeat's SeedSequence (shared with dphypo.simulation.simulate.simulate_once).
@@ -94,14 +97,15 @@ def repeat_streams(seed: int, repeat: int) -> list[np.random.SeedSequence]:
     return [np.random.SeedSequence(seed, spawn_key=(repeat, k)) for k in range(4)]
 
 
-def run_counts(run_count: RunCountDistribution, seed: int, repeats: int) -> np.ndarray:
-    """T of every repeat, each drawn from its own stream (as :func:`~dphypo.simulation.simulate.simulate_once`).
+def run_counts(run_count: RunCountDistribution, seed: int, repeats: int, start: int = 0) -> np.ndarray:
+    """T of repeats ``start .. start + repeats − 1``, each drawn from its own stream (as ``simulate_once``).
 
     Returns:
         int64 array of shape ``(repeats,)``.
     """
     return np.array(
-        [run_count.sample(np.random.default_rng(repeat_streams(seed, r)[RUN_COUNT])) for r in range(repeats)],
+        [run_count.sample(np.random.default_rng(repeat_streams(seed, r)[RUN_COUNT]))
+         for r in range(start, start + repeats)],
         dtype=np.int64,
     )
 
@@ -199,13 +203,14 @@ def _run_job(job: tuple) -> tuple[np.ndarray, np.ndarray]:
 
 def _jobs(
     landscape: Landscape, strategy: Strategy, counts: np.ndarray, batch: int, C: float, c: float, seed: int,
-    workers: int,
+    workers: int, start: int = 0,
 ) -> list[tuple]:
     """Batches of repeats with every range of T in each (repeats with T = 0 make no run and need no job).
 
     Repeats sorted by T are dealt round-robin into at least ``workers`` batches of at most ``batch`` members, so
     each batch holds a similar mix of short and long searches (members leave their batch when their own T is
-    reached) and the workers finish together.
+    reached) and the workers finish together. ``counts[k]`` is the T of repeat ``start + k``; a job names its
+    repeats by number.
     """
     runs = np.flatnonzero(counts > 0)
     order = runs[np.argsort(-counts[runs], kind="stable")]
@@ -217,7 +222,7 @@ def _jobs(
         size = min(batch, memory_batch(landscape.size, int(counts.max()), workers))
     count = min(order.size, max(workers, -(-order.size // size)))
     parts = [order[k::count] for k in range(count)]
-    return [(landscape, strategy, counts[part].tolist(), part.tolist(), C, c, seed) for part in parts]
+    return [(landscape, strategy, counts[part].tolist(), (part + start).tolist(), C, c, seed) for part in parts]
 
 
 def simulate_batched(
@@ -234,9 +239,12 @@ def simulate_batched(
     workers: int | None = None,
     executor: Executor | str | None = None,
     progress: Callable[[int], None] | None = None,
+    start: int = 0,
 ) -> np.ndarray:
     """True value of the λ released by each of ``repeats`` independent simulated searches.
 
+    The searches are repeats ``start .. start + repeats − 1`` of the study (default: the first ``repeats``); as
+    repeat r's streams depend on (seed, r) only, repeats 0..99 then 100..199 give the values of repeats 0..199.
     Repeat r equals ``simulate_once(landscape, strategy, T=T, run_count=run_count, C=C, c=c, seed=seed,
     repeat=r)`` (same streams, same rules; see the module docstring for the round-off caveat).
 
@@ -258,12 +266,15 @@ def simulate_batched(
             local process pool of ``workers``. The values are the same with every executor.
         progress: Called with the number of searches each finished job held (public counts: simulations run on
             landscapes, not on private data).
+        start: Number of the first repeat (≥ 0).
 
     Returns:
         Shape ``(repeats,)``; the landscape's worst mean for a repeat whose T is 0.
     """
     check_positive_int("repeats", repeats)
     check_positive_int("batch", batch)
+    if not isinstance(start, (int, np.integer)) or isinstance(start, bool) or start < 0:
+        raise ValueError(f"start must be a non-negative integer, got {start!r}")
     if (T is None) == (run_count is None):
         raise ValueError("give exactly one of T (fixed) or run_count (random)")
     if T is not None:
@@ -271,17 +282,92 @@ def simulate_batched(
     check_strategy(strategy)
     C, c = density_bounds(strategy, C, c)
     check_density_bounds(C, c)
-    counts = np.full(repeats, T, dtype=np.int64) if run_count is None else run_counts(run_count, seed, repeats)
+    start = int(start)
+    counts = (np.full(repeats, T, dtype=np.int64) if run_count is None
+              else run_counts(run_count, seed, repeats, start))
     if executor is None:  # no more processes than searches (each process pays its imports)
         workers = min(workers or os.cpu_count() or 1, max(int(np.count_nonzero(counts)), 1))
     with executor_scope(executor, workers=workers) as spread:
-        jobs = _jobs(landscape, strategy, counts, batch, C, c, seed, spread.workers)
+        jobs = _jobs(landscape, strategy, counts, batch, C, c, seed, spread.workers, start)
         done = spread.run(_run_job, jobs, on_result=None if progress is None else
                           lambda _, job_result: progress(len(job_result[0])))
     values = np.full(repeats, landscape.worst_value)
     for members, released in done:
-        values[members] = landscape.true_values(released)
+        values[members - start] = landscape.true_values(released)
     return values
+
+
+@dataclass(frozen=True, eq=False)
+class BatchedSimulation:
+    """One simulation of :func:`simulate_many`: repeats ``start .. stop − 1`` of a strategy on a landscape.
+
+    Attributes:
+        landscape: The landscape.
+        strategy: The strategy (projected onto, and run with, its own (C, c): :func:`density_bounds`).
+        run_count: The law of T (drawn per repeat from the repeat's own stream).
+        seed: Study seed.
+        start: First repeat (≥ 0).
+        stop: One past the last repeat (> ``start``).
+    """
+
+    landscape: Landscape
+    strategy: Strategy
+    run_count: RunCountDistribution
+    seed: int
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        """Validate eagerly."""
+        check_strategy(self.strategy)
+        if not (0 <= self.start < self.stop):
+            raise ValueError(f"need 0 <= start < stop, got start={self.start!r}, stop={self.stop!r}")
+
+
+def simulate_many(
+    simulations: Sequence[BatchedSimulation], *, executor: Executor, batch: int = 256
+) -> list[np.ndarray]:
+    """Several batched simulations whose jobs share one executor: each equals its own :func:`simulate_batched`.
+
+    Each simulation is split into as few jobs as memory allows (:func:`memory_batch`), not into one job per worker:
+    a batched GP step costs about the same for 50 or 200 members, so the workers are kept busy with whole
+    simulations instead, the costliest first (longest-processing-time order by the sum of T, a job's number of GP
+    posterior updates), so that the last jobs to finish are short ones. Values are those of
+    ``simulate_batched(landscape, strategy, repeats=stop − start, start=start, run_count=run_count, seed=seed)``
+    (the same repeats and streams; up to the GP fit's round-off between batch compositions, module docstring).
+
+    Args:
+        simulations: The simulations.
+        executor: Where the jobs run (left open).
+        batch: GP searches fitted together at most (≥ 1).
+
+    Returns:
+        One array per simulation, shape ``(stop − start,)``, in order.
+    """
+    check_positive_int("batch", batch)
+    jobs: list[tuple] = []
+    owner: list[int] = []
+    for k, sim in enumerate(simulations):
+        if not isinstance(sim, BatchedSimulation):
+            raise ValueError(f"simulations must be BatchedSimulation objects, got {sim!r}")
+        C, c = density_bounds(sim.strategy)
+        counts = run_counts(sim.run_count, sim.seed, sim.stop - sim.start, sim.start)
+        parts = _jobs(sim.landscape, sim.strategy, counts, batch, C, c, sim.seed, 1, sim.start)
+        jobs += parts
+        owner += [k] * len(parts)
+    order = sorted(range(len(jobs)), key=lambda j: -_job_cost(jobs[j]))
+    done = executor.run(_run_job, [jobs[j] for j in order])
+    out = [np.full(sim.stop - sim.start, sim.landscape.worst_value) for sim in simulations]
+    for j, (members, released) in zip(order, done, strict=True):
+        sim = simulations[owner[j]]
+        out[owner[j]][members - sim.start] = sim.landscape.true_values(released)
+    return out
+
+
+def _job_cost(job: tuple) -> float:
+    """A job's relative cost: its number of runs, times 100 when its strategy adapts (a GP update per run)."""
+    lengths, C, c = job[2], job[4], job[5]
+    return float(sum(lengths)) * (1.0 if (C, c) == (1.0, 1.0) else 100.0)
 
 
 def incumbent_distance(landscape: Landscape, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:

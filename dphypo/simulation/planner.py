@@ -32,6 +32,12 @@ winner's curse), so :func:`plan_search` re-simulates the pick on ``evaluate_repe
 no selection repeat uses, together with every uniform search whose expected runs are at least the pick's, and reports
 the pick's fresh mean and its difference against the best of those uniform searches on the same fresh repeats.
 
+Race (:class:`Race`, ``dphypo plan``'s default): DP-HyPO rows, whose simulated GP searches cost the most, run the
+selection repeats in rounds and stop once significantly below the leader (the rule and its error bound are
+:class:`Race`'s); they keep the repeats they ran, rank after every other row and are never picked. Rows without a GP
+run every selection repeat. Single-stage rows of one round run together on the executor's workers
+(:func:`dphypo.simulation.batched.simulate_many`, the costliest first).
+
 Calibrations: a plan calibrates every distinct candidate once, in the executor's workers; single-stage σ
 (:func:`~dphypo.simulation.equal_epsilon.arm_calibration`) and two-stage σ pairs
 (:func:`~dphypo.simulation.two_stage.calibrate_design`, memoised by :func:`two_stage_calibration`) are cached on
@@ -78,9 +84,10 @@ from dphypo.privacy.validation import (
     is_real,
 )
 from dphypo.search.execution import Executor, executor_scope
+from dphypo.simulation.batched import BatchedSimulation, simulate_many
 from dphypo.simulation.equal_epsilon import arm_calibration
 from dphypo.simulation.family import LandscapeFamily
-from dphypo.simulation.simulate import mean_ci95, simulate
+from dphypo.simulation.simulate import mean_ci95
 from dphypo.simulation.studies import finite_or_none, strategy_config
 from dphypo.simulation.two_stage import calibrate_design, two_stage_values
 from dphypo.strategies import GPUCB, GPTopSet, Strategy, Uniform, density_bounds
@@ -94,6 +101,9 @@ __all__ = [
     "DEFAULT_TWO_STAGE_SPLITS",
     "EVALUATION_SEED_OFFSET",
     "PLAN_RUN_COUNTS",
+    "RACE_ALPHA",
+    "RACE_FIRST_REPEATS",
+    "RACE_TWIN_FACTOR",
     "Candidate",
     "Comparison",
     "ComputeBudget",
@@ -101,6 +111,7 @@ __all__ = [
     "PlanEvaluation",
     "PlanResult",
     "PlanRow",
+    "Race",
     "RowStatus",
     "TwoStageCandidate",
     "candidate_design",
@@ -134,6 +145,74 @@ EVALUATION_SEED_OFFSET = 2**32
 
 #: Budget splits (fraction of ε to the probes) of :func:`default_two_stage_candidates`.
 DEFAULT_TWO_STAGE_SPLITS: tuple[float, ...] = (0.3, 0.5, 0.7)
+
+#: Selection repeats of a race's first round (:class:`Race`): enough for the t intervals of its elimination rule.
+RACE_FIRST_REPEATS = 50
+#: Error of a race per (row, leader) pair over all its rounds (:class:`Race`).
+RACE_ALPHA = 0.01
+#: A racing row's uniform twin runs this many times the selection repeats for the race's bound (uniform search
+#: costs little; :class:`Race`).
+RACE_TWIN_FACTOR = 10
+
+
+@dataclass(frozen=True)
+class Race:
+    """Successive elimination of the costly rows of a plan (DP-HyPO searches, whose GP makes them costly).
+
+    Rows without a GP (uniform search, two-stage designs) cost little and run every selection repeat at once. Each
+    DP-HyPO row runs the selection repeats in rounds: repeats ``[0, first)``, then up to ``2·first``, ``4·first``,
+    ..., ``repeats`` (the same repeats, with the same streams, as without a race). After every round but the last
+    (R elimination rounds), the *leader* is the simulated, not eliminated row within the compute budget with the
+    highest mean so far, and a racing row is eliminated (it keeps the repeats it ran, ranks after every other row
+    and is never picked) when a one-sided upper confidence bound of its mean minus the leader's, at level
+    α₁ = ``alpha``/R, is below 0. The bound (chosen by the rows' kinds, never by their values) is the paired
+    Student-t bound of the per-repeat differences when the leader shares the row's streams (:func:`compare_rows`);
+    else, when the row has a *uniform twin* (the uniform row with its law of T: the same T in every repeat), the
+    paired bound on row − twin plus the bound on twin − leader, each at α₁/2 (if both hold, so does their sum),
+    the latter over ``twin_factor`` times the selection repeats of the twin (repeats ``0 .. twin_factor·repeats −
+    1`` of the same streams; uniform search costs little, and these extra repeats serve only this bound, they are
+    not reported); else Welch's.
+
+    Guarantee: for a row and a leader whose true mean is at most the row's, each bound is wrong (below the true
+    difference) with probability at most α₁ (up to the t approximation of means of ≥ ``first`` bounded values), so
+    over the R rounds that leader eliminates the row with probability at most ``alpha`` (Bonferroni). The leader is
+    chosen by the data: a row at least as good as every other could be eliminated by any of the K − 1 rows, so the
+    union bound for it is (K − 1)·``alpha``, though only rows nearly as good as it contribute materially (a row far
+    below it leads it by a significant margin with negligible probability). The race only decides which rows can be
+    picked: the pick is still reported on fresh searches against uniform search (:class:`PlanEvaluation`).
+
+    Attributes:
+        first: Repeats of the first round (≥ 2); a plan of at most this many repeats has no race.
+        alpha: Error per (row, leader) pair over all rounds, in (0, 1).
+        twin_factor: A uniform twin's repeats for the race's bound, in multiples of the selection repeats (≥ 1).
+    """
+
+    first: int = RACE_FIRST_REPEATS
+    alpha: float = RACE_ALPHA
+    twin_factor: int = RACE_TWIN_FACTOR
+
+    def __post_init__(self) -> None:
+        """Validate eagerly."""
+        if not (isinstance(self.first, int) and not isinstance(self.first, bool) and self.first >= 2):
+            raise ValueError(f"race first repeats must be an integer >= 2, got {self.first!r}")
+        if not (is_real(self.alpha) and 0.0 < float(self.alpha) < 1.0):
+            raise ValueError(f"race alpha must be in (0, 1), got {self.alpha!r}")
+        if not (isinstance(self.twin_factor, int) and not isinstance(self.twin_factor, bool) and self.twin_factor >= 1):
+            raise ValueError(f"race twin_factor must be an integer >= 1, got {self.twin_factor!r}")
+
+    def schedule(self, repeats: int) -> list[int]:
+        """Cumulative repeats after each round: ``first``, doubling, ending at ``repeats`` (``[repeats]`` if small)."""
+        sizes = []
+        size = self.first
+        while size < repeats:
+            sizes.append(size)
+            size *= 2
+        return [*sizes, repeats]
+
+    def to_dict(self, repeats: int) -> dict[str, Any]:
+        """JSON-ready settings and the round sizes for ``repeats`` selection repeats."""
+        return {"first": self.first, "alpha": self.alpha, "twin_factor": self.twin_factor,
+                "rounds": self.schedule(repeats)}
 
 
 def strategy_label(strategy: Strategy) -> str:
@@ -459,9 +538,11 @@ class PlanRow:
         ci95: Its 95 % Student-t interval, or ``None``.
         values: The true value each repeat released, shape ``(repeats,)`` (empty unless ``"ok"``); curator-only
             simulation output, not in :meth:`to_dict`.
-        seconds: Wall time of the row's simulation.
+        seconds: Wall time of the simulation rounds the row ran in (the rows of a round run together).
         expected_compute: Expected training seconds, E[runs] × seconds per run (``None`` without a cost per run).
         budget_reason: Why the row is over the compute budget (one line; empty when it fits).
+        eliminated: Why a race (:class:`Race`) stopped the row's simulation before the plan's repeats (one line
+            naming its repeats, the leader and the bound; empty when it ran them all). Such a row is never picked.
     """
 
     candidate: Candidate
@@ -480,6 +561,7 @@ class PlanRow:
     seconds: float = 0.0
     expected_compute: float | None = None
     budget_reason: str = ""
+    eliminated: str = ""
 
     @property
     def within_budget(self) -> bool:
@@ -511,7 +593,7 @@ class PlanRow:
             "ci95": None if self.ci95 is None else [finite_or_none(ci[0]), finite_or_none(ci[1])],
             "repeats": self.repeats, "seconds": self.seconds,
             "expected_compute": self.expected_compute, "within_budget": self.within_budget,
-            "budget_reason": self.budget_reason,
+            "budget_reason": self.budget_reason, "eliminated": self.eliminated,
         }
 
 
@@ -709,6 +791,9 @@ class PlanResult:
         compute: The compute budget the plan picks under (rows over it are shown, never picked).
         evaluation: The pick re-simulated on fresh repeats against the best uniform search of at least its compute
             (:class:`PlanEvaluation`), or ``None`` when not asked for (``evaluate_repeats=0``) or nothing was picked.
+        race: The race that eliminated costly rows early (:class:`Race`), or ``None`` (every row ran ``repeats``).
+        phases: Wall seconds of the plan's phases, ``(name, seconds)`` in order: ``"calibration"``, each race
+            round (``"selection repeats 0-49"``, ...) and ``"evaluation"``.
     """
 
     epsilon: float
@@ -722,12 +807,18 @@ class PlanResult:
     adaptive_theorem: str = "B"
     compute: ComputeBudget = ComputeBudget()
     evaluation: PlanEvaluation | None = None
+    race: Race | None = None
+    phases: tuple[tuple[str, float], ...] = ()
 
     @property
     def ranked(self) -> tuple[PlanRow, ...]:
-        """The simulated rows, best mean first (ties: candidate order), over-budget rows included."""
+        """The simulated rows, best mean first (ties: candidate order), over-budget rows included.
+
+        Rows a race eliminated (:class:`Race`) come after every other: they are never picked.
+        """
         feasible = [(k, r) for k, r in enumerate(self.rows) if r.feasible]
-        return tuple(r for _, r in sorted(feasible, key=lambda kr: (-float(kr[1].mean or 0.0), kr[0])))
+        return tuple(r for _, r in sorted(feasible, key=lambda kr: (bool(kr[1].eliminated),
+                                                                    -float(kr[1].mean or 0.0), kr[0])))
 
     @property
     def eligible(self) -> tuple[PlanRow, ...]:
@@ -806,7 +897,9 @@ class PlanResult:
             "adaptive_theorem": self.adaptive_theorem, "family_sigmas": list(self.family_sigmas),
             "compute": self.compute.to_dict(),
             "best_value": finite_or_none(self.best_value),
-            "seconds": self.seconds,
+            "seconds": self.seconds, "phases": [[name, seconds] for name, seconds in self.phases],
+            "race": None if self.race is None else self.race.to_dict(self.repeats),
+            "eliminated": [r.candidate.name for r in self.rows if r.eliminated],
             "rows": [r.to_dict() for r in self.rows],
             "best": None if best is None else best.candidate.name,
             # the pick as a design value: `dphypo tune --design-from` (dphypo.api.design_from_dict) runs it as it is
@@ -1010,12 +1103,14 @@ def plan_search(
     evaluate_seed: int | None = None,
     comparator_runs: str = "geometric",
     split_rule: SplitRule | None = None,
+    race: Race | None = None,
 ) -> PlanResult:
     """Compare candidate configurations at equal total (ε, δ) on a landscape family; the best is the plan.
 
     Every candidate is calibrated first (σ for its own search, :func:`dphypo.simulation.equal_epsilon.arm_calibration`
     with the strategy's own (C, c)); then each feasible one runs ``repeats`` simulated searches on ``family.at(σ)``
-    with the batched engine, projected onto and accounted with those same (C, c). Every candidate uses the same
+    with the batched engine, projected onto and accounted with those same (C, c) (with a ``race``, a DP-HyPO row
+    significantly below the leader stops earlier, :class:`Race`). Every candidate uses the same
     ``seed``, so repeat r of every candidate shares its random streams (module docstring).
 
     Args:
@@ -1028,7 +1123,8 @@ def plan_search(
         workers: Processes of the default executor (``None``: all cores; 1 runs in this process).
         executor: Where the searches run (:func:`dphypo.search.execution.executor_scope`); results do not depend
             on it.
-        progress: Called with every finished row (calibrated-only rows included), in candidate order.
+        progress: Called with every finished row (calibrated-only rows included), in candidate order (a row is
+            passed once it and every row before it are finished).
         adaptive_theorem: The accounting every candidate is calibrated with, named explicitly and recorded
             (:func:`dphypo.simulation.equal_epsilon.arm_calibration`: ``"B"``, or ``"A"`` as in the shipped plans
             of docs/studies/, whose rows also name their method and theorem).
@@ -1043,6 +1139,8 @@ def plan_search(
         split_rule: Calibrate every candidate as ``tune`` with a per-record split does (Theorem S: each run charged
             the worse of its DP-SGD and its score release, docs/proofs/split.md), or ``None``: the sum (a seeded
             permutation split).
+        race: Eliminate DP-HyPO rows significantly below the leader early (:class:`Race`: its rule, and why it
+            keeps the pick's chance), or ``None``: every row runs ``repeats`` (the default).
 
     Returns:
         One row per candidate; :attr:`PlanResult.best`, :attr:`~PlanResult.runner_up` and
@@ -1082,10 +1180,11 @@ def plan_search(
     if len(set(keys)) != len(keys):
         raise ValueError(f"candidates must be distinct (label, run count) pairs, got {[x.name for x in candidates]}")
     check_adaptive_theorem(adaptive_theorem)
+    if race is not None and not isinstance(race, Race):
+        raise ValueError(f"race must be a Race or None, got {race!r}")
     compute = _with_run_seconds(compute or ComputeBudget(), family)
     _check_some_candidate_fits(candidates, compute)
     start = time.perf_counter()
-    rows: list[PlanRow] = []
     with executor_scope(executor, workers=workers) as pool:
         # Every σ first (in the executor's workers: calibrations are independent), so an unreachable or out-of-range
         # candidate is known before the first simulated search; each distinct calibration runs once
@@ -1095,20 +1194,19 @@ def plan_search(
         outcomes = dict(zip(distinct, _run_jobs(pool, distinct), strict=True))
         calibrated = [_budgeted(_row(family, x, outcomes[job], epsilon, seed), compute)
                       for x, job in zip(candidates, jobs, strict=True)]
-        for row in calibrated:
-            if row.feasible:
-                row = _simulated(family, row, repeats, seed, workers, pool)
-            rows.append(row)
-            if progress is not None:
-                progress(row)
+        phases = [("calibration", time.perf_counter() - start)]
+        rows = _race(family, calibrated, repeats, pool, race, progress, phases)
         result = PlanResult(epsilon, delta, repeats, seed, family.sigmas, family.members[0].best_value, tuple(rows),
-                            0.0, adaptive_theorem, compute)
+                            0.0, adaptive_theorem, compute, race=race)
         evaluation = None
         if evaluate_repeats > 0 and result.best is not None:
+            tick = time.perf_counter()
             settings = _Settings(epsilon, delta, adaptive_theorem, compute, workers, pool, split_rule)
             evaluation = _evaluate(family, result, result.best, evaluate_repeats, evaluate_seed, comparator_runs,
                                    settings)
-    return dataclasses.replace(result, seconds=time.perf_counter() - start, evaluation=evaluation)
+            phases.append(("evaluation", time.perf_counter() - tick))
+    return dataclasses.replace(result, seconds=time.perf_counter() - start, evaluation=evaluation,
+                               phases=tuple(phases))
 
 
 def _run_jobs(pool: Executor, jobs: list[_CalibrationJob]) -> list[_Calibrated]:
@@ -1157,12 +1255,10 @@ def _evaluate(
         reason = "; ".join(f"{row.candidate.name}: {row.status}: {row.reason}" for row in pool)
         reason = f"no uniform search with at least the pick's expected runs could run ({reason})"
 
-    def fresh(row: PlanRow) -> PlanRow:
-        return _simulated(family, dataclasses.replace(row, seed=seed), repeats, seed, settings.workers,
-                          settings.pool)
-
-    pick = fresh(selected)
-    uniform = sorted((fresh(row) for row in ran), key=lambda row: -float(row.mean or 0.0))
+    fresh = _simulated(family, [dataclasses.replace(row, seed=seed, eliminated="", values=np.empty(0), seconds=0.0)
+                                for row in (selected, *ran)], [(0, repeats)] * (1 + len(ran)), settings.pool)
+    pick = fresh[0]
+    uniform = sorted(fresh[1:], key=lambda row: -float(row.mean or 0.0))
     comparison = compare_rows(pick, uniform[0]) if uniform else None
     return PlanEvaluation(selected, pick, tuple(uniform), comparison, reason, repeats, seed)
 
@@ -1195,24 +1291,187 @@ def _budgeted(row: PlanRow, compute: ComputeBudget) -> PlanRow:
                                budget_reason=compute.over_budget(runs))
 
 
-def _simulated(
-    family: LandscapeFamily, row: PlanRow, repeats: int, seed: int, workers: int | None, pool: Executor
-) -> PlanRow:
-    """``row`` with its simulation: ``repeats`` searches on the family at the row's σ."""
-    assert row.sigma is not None  # an "ok" row is calibrated
-    tick = time.perf_counter()
-    candidate = row.candidate
-    if isinstance(candidate, TwoStageCandidate):
-        assert row.probe_sigma is not None
-        # its own streams, the same for every two-stage row of the plan (common random numbers among them)
-        rng = np.random.default_rng([seed, _TWO_STAGE_STREAM])
-        probes = family if candidate.probe_family is None else candidate.probe_family
-        values = two_stage_values(candidate.two_stage, probes.at(row.probe_sigma), family.at(row.sigma), repeats,
-                                  rng)
-        mean, ci95 = mean_ci95(values)
+def _race(
+    family: LandscapeFamily, rows: list[PlanRow], repeats: int, pool: Executor, race: Race | None,
+    progress: Callable[[PlanRow], None] | None, phases: list[tuple[str, float]],
+) -> list[PlanRow]:
+    """Simulate every feasible row on the selection repeats, in the rounds of ``race`` (:class:`Race`) if given.
+
+    Appends each round's wall seconds to ``phases``.
+    """
+    rows = list(rows)
+    costly = {k for k, row in enumerate(rows) if row.feasible and _races(row.candidate)}
+    schedule = [repeats] if race is None else race.schedule(repeats)
+    live = set(costly)
+    reported = 0
+    done = 0
+    pivots: dict[tuple[str, str], PlanRow] = {}
+    for number, stop in enumerate(schedule):
+        tick = time.perf_counter()
+        begin = 0 if number == 0 else schedule[number - 1]
+        # the first round also runs every cheap row on all the repeats
+        cheap = [k for k, row in enumerate(rows) if row.feasible and k not in costly] if number == 0 else []
+        racing = sorted(live)
+        spans = [(0, repeats)] * len(cheap) + [(begin, stop)] * len(racing)
+        for k, row in zip(cheap + racing, _simulated(family, [rows[k] for k in cheap + racing], spans, pool),
+                          strict=True):
+            rows[k] = row
+        if race is not None and number < len(schedule) - 1:
+            alpha = race.alpha / (len(schedule) - 1)  # Bonferroni over the elimination rounds
+            if number == 0:
+                pivots = _twin_pivots(family, rows, live, repeats, race.twin_factor, pool)
+            for k in sorted(live):
+                reason = _elimination(rows[k], rows, alpha, pivots)
+                if reason:
+                    rows[k] = dataclasses.replace(rows[k], eliminated=reason)
+                    live.discard(k)
+        phases.append((f"selection repeats {begin}-{stop - 1}", time.perf_counter() - tick))
+        if number == len(schedule) - 1:
+            live.clear()
+        done_rows = {k for k in range(len(rows)) if k not in live}
+        while done < len(rows) and done in done_rows:
+            done += 1
+        if progress is not None:
+            for k in range(reported, done):
+                progress(rows[k])
+        reported = done
+        if not live:
+            break
+    return rows
+
+
+def _twin_pivots(family: LandscapeFamily, rows: Sequence[PlanRow], live: set[int], repeats: int, factor: int,
+                 pool: Executor) -> dict[tuple[str, str], PlanRow]:
+    """Every racing row's uniform twin (by candidate key), simulated on ``factor`` × ``repeats`` repeats.
+
+    The first ``repeats`` are the twin's own row values (the same streams); the others only sharpen the race's
+    bound on twin − leader (uniform search costs little), they are not reported.
+    """
+    twins = {twin.candidate.key: twin for k in sorted(live) if (twin := _uniform_twin(rows[k], rows)) is not None}
+    chosen = [twin for twin in twins.values() if twin.repeats == repeats]
+    if factor <= 1 or not chosen:
+        return twins
+    longer = _simulated(family, chosen, [(repeats, factor * repeats)] * len(chosen), pool)
+    return {**twins, **{twin.candidate.key: row for twin, row in zip(chosen, longer, strict=True)}}
+
+
+def _races(candidate: Candidate) -> bool:
+    """Whether a candidate's rows race (:class:`Race`): a DP-HyPO search (a GP per repeat); the others are cheap."""
+    return isinstance(candidate, PlanCandidate) and candidate.adaptive
+
+
+def _elimination(row: PlanRow, rows: Sequence[PlanRow], alpha: float,
+                 pivots: Mapping[tuple[str, str], PlanRow]) -> str:
+    """Why a race eliminates ``row`` after this round (one line), or ``""`` when it stays (:class:`Race`'s rule).
+
+    The bound on ``row − leader`` is one of three, chosen by the rows' kinds (never by their values), each wrong
+    (below the true difference) with probability at most ``alpha``: paired Student-t when the leader shares the
+    row's streams; else, when the row has a uniform twin (the uniform row with its law of T, which ran every
+    selection repeat), the paired bound on row − twin plus Welch's on twin − leader, each at ``alpha``/2 (the twin
+    has the same T as the row in every repeat, so the first difference is small and precise; the second uses the
+    twin's ``pivots`` values, :attr:`Race.twin_factor` times the selection repeats); else Welch's.
+    """
+    contenders = [r for r in rows if r.feasible and r.within_budget and not r.eliminated and r.values.size >= 2]
+    if not contenders or row.values.size < 2:
+        return ""
+    leader = max(contenders, key=lambda r: float(r.mean or 0.0))
+    if leader is row:
+        return ""
+    twin = _uniform_twin(row, rows)
+    if _shares(row, leader) or twin is None:
+        difference, upper, how = _upper_bound(row, leader, alpha)
     else:
-        C, c = candidate.bounds  # exactly the bounds the row was accounted with
-        result = simulate(family.at(row.sigma), [candidate.strategy], repeats=repeats, run_count=candidate.run_count,
-                          C=C, c=c, seed=seed, workers=workers, engine="batched", executor=pool)[0]
-        values, mean, ci95 = result.values, result.mean, result.ci95
-    return dataclasses.replace(row, mean=mean, ci95=ci95, values=values, seconds=time.perf_counter() - tick)
+        first, upper_first, _ = _upper_bound(row, twin, alpha / 2)
+        second, upper_second, _ = _upper_bound(pivots.get(twin.candidate.key, twin), leader, alpha / 2)
+        difference, upper = first + second, upper_first + upper_second
+        pivot = pivots.get(twin.candidate.key, twin)
+        how = (f"through {twin.candidate.name}: paired Student-t to it plus "
+               f"{'paired Student-t' if _shares(twin, leader) else 'Welch'} from it ({pivot.repeats} repeats) to the "
+               f"leader, each at {alpha / 2:.3g}")
+    if not upper < 0.0:
+        return ""
+    return (f"eliminated after {row.repeats} repeats: mean − leader's estimated {difference:+.4f} (leader "
+            f"{leader.candidate.name}), one-sided upper bound {upper:+.4f} < 0 at level {alpha:.3g} ({how})")
+
+
+def _shares(first: PlanRow, second: PlanRow) -> bool:
+    """Whether repeat r of both rows ran on the same streams (:func:`compare_rows`' pairing)."""
+    return first.seed == second.seed and first.candidate.shares_streams and second.candidate.shares_streams
+
+
+def _uniform_twin(row: PlanRow, rows: Sequence[PlanRow]) -> PlanRow | None:
+    """The uniform row with ``row``'s law of T and streams (same T in every repeat) that ran at least its repeats."""
+    candidate = row.candidate
+    if not isinstance(candidate, PlanCandidate):
+        return None
+    for other in rows:
+        cand = other.candidate
+        if (other is not row and other.feasible and isinstance(cand, PlanCandidate) and not cand.adaptive
+                and cand.key[1] == candidate.key[1] and _shares(row, other) and other.repeats >= row.repeats):
+            return other
+    return None
+
+
+def _upper_bound(first: PlanRow, second: PlanRow, alpha: float) -> tuple[float, float, str]:
+    """``mean(first) − mean(second)`` and its one-sided (1 − ``alpha``) upper confidence bound, and the pairing.
+
+    Paired Student-t over the common repeats when the rows share their streams (as :func:`compare_rows`), else
+    Welch's (:func:`welch_ci95`'s degrees of freedom). A bound of zero spread is the difference itself.
+    """
+    if _shares(first, second):
+        n = min(first.repeats, second.repeats)
+        d = first.values[:n] - second.values[:n]
+        difference = float(d.mean())
+        spread = float(d.std(ddof=1)) / math.sqrt(n)
+        df = float(n - 1)
+        pairing = "paired Student-t"
+    else:
+        a, b = first.values, second.values
+        difference = float(a.mean() - b.mean())
+        va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+        spread = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if va + vb > 0 else 1.0
+        pairing = "unpaired, Welch"
+    if spread == 0.0:
+        return difference, difference, pairing
+    return difference, difference + float(stats.t.ppf(1.0 - alpha, df)) * spread, pairing
+
+
+def _simulated(family: LandscapeFamily, rows: Sequence[PlanRow], spans: Sequence[tuple[int, int]], pool: Executor
+               ) -> list[PlanRow]:
+    """``rows`` with repeats ``start .. stop − 1`` (``spans``, one per row) simulated on the family at each row's σ.
+
+    The new values follow the row's own (repeats ``0 .. start − 1``). Single-stage rows run together
+    (:func:`dphypo.simulation.batched.simulate_many`: the costliest jobs first, on the executor's workers); a
+    two-stage row runs its repeats at once (``start`` must be 0: its repeats share one stream).
+    """
+    tick = time.perf_counter()
+    values: list[np.ndarray | None] = [None] * len(rows)
+    batched: list[tuple[int, BatchedSimulation]] = []
+    for k, (row, (start, stop)) in enumerate(zip(rows, spans, strict=True)):
+        if row.values.size != start:
+            raise ValueError(f"row {row.candidate.name!r} has {row.values.size} repeats, cannot continue at {start}")
+        assert row.sigma is not None  # an "ok" row is calibrated
+        candidate = row.candidate
+        if isinstance(candidate, TwoStageCandidate):
+            assert row.probe_sigma is not None and start == 0
+            # its own streams, the same for every two-stage row of the plan (common random numbers among them)
+            rng = np.random.default_rng([row.seed, _TWO_STAGE_STREAM])
+            probes = family if candidate.probe_family is None else candidate.probe_family
+            values[k] = two_stage_values(candidate.two_stage, probes.at(row.probe_sigma), family.at(row.sigma),
+                                         stop, rng)
+        else:
+            # projected onto, and run with, exactly the bounds the row was accounted with (the strategy's own)
+            batched.append((k, BatchedSimulation(family.at(row.sigma), candidate.strategy, candidate.run_count,
+                                                 row.seed, start, stop)))
+    if batched:
+        for (k, _), got in zip(batched, simulate_many([sim for _, sim in batched], executor=pool), strict=True):
+            values[k] = got
+    seconds = time.perf_counter() - tick
+    out = []
+    for row, new in zip(rows, values, strict=True):
+        assert new is not None
+        joined = np.concatenate([row.values, new])
+        mean, ci95 = mean_ci95(joined)
+        out.append(dataclasses.replace(row, mean=mean, ci95=ci95, values=joined, seconds=row.seconds + seconds))
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -90,6 +91,7 @@ def test_plan_lists_unreachable_and_outside_family_candidates(capsys: pytest.Cap
     (["--split", "0.5"], "--split is the budget split of a two-stage design: add --design two-stage"),
     (["--design", "two-stage", "--split", "1.5"], "--split must be in (0, 1)"),
     (["--design", "two-stage", "--split", "0.5", "--split", "0.5"], "--split must be distinct values"),
+    (["--race-repeats", "1"], "--race-repeats must be an integer >= 2"),
 ])
 def test_plan_bad_options_are_one_line_errors(capsys: pytest.CaptureFixture[str], extra: list[str],
                                               message: str) -> None:
@@ -164,3 +166,64 @@ def test_plan_gives_two_stage_probes_a_cheaper_family(capsys: pytest.CaptureFixt
         assert evaluation["difference_vs_uniform"]["pairing"] == "unpaired, Welch"
     assert run(["plan", *FAMILY, *probes, "--epsilon", "8"]) == 2  # no two-stage design asked for
     assert "--probe-landscape is the probes' family of a two-stage design" in capsys.readouterr().err
+
+
+def test_plan_races_dp_hypo_rows_and_says_which_it_stopped(capsys: pytest.CaptureFixture[str]) -> None:
+    from dphypo.cli.plan import RACE_FIRST_REPEATS
+    from dphypo.simulation import planner
+
+    assert RACE_FIRST_REPEATS == planner.RACE_FIRST_REPEATS  # the CLI's default is the library's
+    final = [arg for s in ("0.7", "1.0", "1.2226", "1.45", "2.1")
+             for arg in ("--landscape", str(LANDSCAPES / "vectorized" / f"digits_mlp_sigma{s}.npz"))]
+    probes = [arg for s in ("1.0", "1.45", "2.1", "2.9", "4.0")
+              for arg in ("--probe-landscape", str(LANDSCAPES / "multifidelity" / f"digits_mlp_epochs2_sigma{s}.npz"))]
+    argv = ["plan", *final, *probes, "--epsilon", "8", "--mean", "10", "--repeats", "30", "--race-repeats", "10",
+            "--seed", "3", "--workers", "1", "--design", "uniform", "--design", "dp-hypo", "--design", "two-stage",
+            "--split", "0.3", "--evaluate-repeats", "4"]
+    payload = _json(capsys, [*argv, "--json"])
+    assert payload["race"] == {"first": 10, "alpha": 0.01, "twin_factor": 10, "rounds": [10, 20, 30]}
+    stopped = [r for r in payload["rows"] if r["eliminated"]]
+    assert stopped and payload["eliminated"] == [r["name"] for r in stopped]
+    assert all(r["design"] == "dp-hypo" and r["repeats"] in (10, 20) and r["status"] == "ok" for r in stopped)
+    assert all(r["repeats"] == 30 for r in payload["rows"] if r["status"] == "ok" and not r["eliminated"])
+    assert payload["best"] not in payload["eliminated"] and payload["evaluation"]["pick"]["name"] == payload["best"]
+    assert f"Race: {len(stopped)} DP-HyPO row(s) stopped early" in payload["verdict"]
+    # --no-race (here without DP-HyPO rows, to stay cheap: the library's test compares a plan with and without it)
+    at = argv.index("dp-hypo")
+    single = argv[: at - 1] + argv[at + 1 :]  # without "--design dp-hypo"
+    payload = _json(capsys, [*single, "--no-race", "--json"])
+    assert payload["race"] is None and payload["eliminated"] == [] and "Race" not in payload["verdict"]
+    assert all(r["repeats"] == 30 for r in payload["rows"] if r["status"] == "ok")
+
+
+def test_the_table_and_verdict_say_which_rows_the_race_stopped() -> None:
+    import numpy as np
+    from rich.console import Console
+
+    from dphypo.cli.plan import _table, verdict
+    from dphypo.privacy import make_run_count
+    from dphypo.simulation.planner import PlanCandidate, PlanResult, PlanRow, Race, strategy_label
+    from dphypo.strategies import GPUCB, Uniform
+
+    rng = np.random.default_rng(0)
+
+    def row(strategy: object, values: np.ndarray, eliminated: str = "") -> PlanRow:
+        candidate = PlanCandidate(strategy_label(strategy), strategy,  # type: ignore[arg-type]
+                                  make_run_count("geometric", mean=10.0))
+        return PlanRow(candidate, "ok", sigma=1.0, epsilon=8.0, method="m", mean=float(values.mean()),
+                       ci95=(0.0, 1.0), values=values, eliminated=eliminated)
+
+    reason = "eliminated after 10 repeats: mean − leader's estimated -0.0500 (leader uniform, E[T]=10)"
+    uniform = row(Uniform(), rng.uniform(0.8, 0.9, 30))
+    stopped = row(GPUCB(C=2.0, c=0.75), np.full(10, 0.95), reason)  # its 10 searches look best: never picked
+    result = PlanResult(8.0, 1e-5, 30, 0, (1.0, 2.0), 1.0, (uniform, stopped), race=Race(10))
+    assert result.best is uniform and result.ranked == (uniform, stopped)
+    console = Console(width=600, record=True)
+    console.print(_table(result))
+    out = " ".join(console.export_text().split())
+    assert "race over rounds of 10, 20, 30 searches: 1 DP-HyPO row(s) eliminated" in out
+    assert f"{reason} (not picked)" in out and "★ best" in out.split("gp-ucb")[0]
+    assert ("Race: 1 DP-HyPO row(s) stopped early as significantly below the leader (one-sided bounds, error at most "
+            "0.01 per row and leader over all rounds), after 10 searches instead of 30; never picked."
+            ) in verdict(result)
+    assert "Race" not in verdict(dataclasses.replace(result, race=None))
