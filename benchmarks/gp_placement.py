@@ -2,7 +2,13 @@
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/gp_placement.py --family digits|mnist|fourd --epsilon E --probes N
 [--split S] --repeats R --seed K --probe-strategy gp --probe-strategy gp-ucb --recommend best-probe
---recommend gp-mean ...`` (one JSON object on stdout; logs in ``docs/studies/gp_placement_*.log``).
+--recommend gp-mean ... [--schedule START:BATCH[:START_SHARE:BATCH_SHARE] ...]`` (one JSON object on stdout; logs in
+``docs/studies/gp_placement_*.log`` and ``docs/studies/gp_schedule_*.log``).
+
+``--schedule`` (repeatable) runs every GP placement once per batch schedule
+(:class:`~dphypo.strategies.gp.placement.ProbePlacement`'s ``start``, ``batch``, ``start_share``, ``batch_share``:
+a start of max(START, ⌈START_SHARE·n⌉) probes, then batches of max(BATCH, ⌈BATCH_SHARE·n⌉)); without it, the
+library's default schedule. Every schedule shares the placement stream, so arms stay paired.
 
 Runs exactly what ``dphypo simulate --design two-stage --probe-mode release --probe-strategy ... --recommend ...
 --json`` runs (calibrate_design, the family at each σ, two_stage_arm_values' streams: placement, noise, recommend with
@@ -41,11 +47,22 @@ def files(pattern: str) -> list[str]:
     return [f for p in pattern.split() for f in sorted(glob.glob(p))]
 
 
-def placement_of(name: str) -> ProbePlacement:
-    """``--probe-strategy``'s mapping (:func:`dphypo.cli.simulate.probe_arms`): uniform, gp (= log-nei), gp-ucb."""
+def placement_of(name: str, schedule: str | None = None) -> ProbePlacement:
+    """``--probe-strategy``'s mapping (:func:`dphypo.cli.simulate.probe_arms`): uniform, gp (= log-nei), gp-ucb.
+
+    ``schedule``: ``"START:BATCH"`` or ``"START:BATCH:START_SHARE:BATCH_SHARE"`` (None: the library default).
+    """
     if name == "uniform":
         return ProbePlacement("uniform")
-    return ProbePlacement("gp", "ucb" if name == "gp-ucb" else "log-nei")
+    acquisition = "ucb" if name == "gp-ucb" else "log-nei"
+    if schedule is None:
+        return ProbePlacement("gp", acquisition)
+    parts = schedule.split(":")
+    if len(parts) not in (2, 4):
+        raise SystemExit(f"--schedule must be START:BATCH or START:BATCH:START_SHARE:BATCH_SHARE, got {schedule!r}")
+    shares = (float(parts[2]), float(parts[3])) if len(parts) == 4 else (0.0, 0.0)
+    return ProbePlacement("gp", acquisition, start=int(parts[0]), batch=int(parts[1]), start_share=shares[0],
+                          batch_share=shares[1])
 
 
 def main() -> None:
@@ -60,6 +77,7 @@ def main() -> None:
     ap.add_argument("--probe-strategy", action="append", required=True)
     ap.add_argument("--recommend", action="append", required=True)
     ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--schedule", action="append", default=None)
     a = ap.parse_args()
     final_pat, probe_pat, cost = FAMILIES[a.family]
     final_files = files(final_pat)
@@ -87,8 +105,10 @@ def main() -> None:
            "git_diff_stat": subprocess.run(["git", "diff", "--stat"], capture_output=True, text=True).stdout,
            "arms": []}
     values: dict[str, np.ndarray] = {}
-    for pname in dict.fromkeys(["uniform", *a.probe_strategy]):
-        placement = placement_of(pname)
+    schedules = a.schedule or [None]
+    arms = [("uniform", None)] + [(p, s) for p in dict.fromkeys(a.probe_strategy) if p != "uniform" for s in schedules]
+    for pname, schedule in arms:
+        placement = placement_of(pname, schedule)
         place_rng = np.random.default_rng(np.random.SeedSequence(a.seed, spawn_key=(_PLACE,)))
         noise = np.random.default_rng(np.random.SeedSequence(a.seed, spawn_key=(_NOISE,))).standard_normal((R, n))
         mean, std = probes.mean.ravel(), probes.std.ravel()
@@ -104,12 +124,15 @@ def main() -> None:
             t1 = time.process_time()
             chosen = recommend(Recommendation(rule), probes.space, released, probes.direction, top_k=1, seed=a.seed)
             v = np.where(chosen.available > 0, final.true_values(chosen.indices[:, 0]), final.worst_value)
-            label = f"{placement.name} + {rule}"
+            label = f"{placement.name}{'' if schedule is None else f'[{schedule}]'} + {rule}"
             values[label] = v
             spent = time.process_time() - t1
-            out["arms"].append({"label": label, "cpu_s_placement": t_place, "cpu_s_recommend": spent})
+            out["arms"].append({"label": label, "cpu_s_placement": t_place, "cpu_s_recommend": spent,
+                                "placement": placement.describe(), "schedule": list(placement.schedule(n)),
+                                "uniform_counts": list(placement.uniform_counts(n))})
             print(f"{label}: {v.mean():.4f} ({t_place:.0f}+{spent:.0f} cpu s)", file=sys.stderr, flush=True)
     base = values["uniform + best-probe"]
+    out["headroom_best_grid_minus_uniform_best_probe"] = best_final - float(base.mean())
     k = max(1, round(0.05 * R))
     for arm in out["arms"]:
         v = values[arm["label"]]

@@ -16,11 +16,12 @@ plan.json`` runs the plan's pick as it is):
 **The default design (``design=None``, ``dphypo tune --design auto``): :func:`auto_design`.** It tries these
 candidates in this order and returns the first that fits the compute budget and calibrates for the total (ε, δ).
 Every released-probe candidate (1–3) places its probes by the GP of the released probes (:data:`AUTO_PLACEMENT`:
-BoTorch qLogNEI batches of 5 after 5 uniform probes, a fifth kept uniform) and commits the posterior mean's argmax
-among the probed points (:data:`AUTO_RECOMMEND`): post-processing of released values, free in ε, and never worse
-than uniform placement + best probe on fresh simulated searches (10 cells on the digits, CNN and 4-D families, 8
-with the 95 % interval above 0, +0.004 to +0.020; worst 5 % of searches better in every cell; docs/studies.md,
-"GP placement of released probes").
+BoTorch qLogNEI, one probe per GP fit after a space-filling start of max(3, ⌈n/4⌉) probes, a fifth kept
+uniform) and commits the posterior mean's argmax among the probed points (:data:`AUTO_RECOMMEND`): post-processing
+of released values, free in ε, and never worse than uniform placement + best probe on fresh simulated searches (10
+cells on the digits, CNN and 4-D families, 8 with the 95 % interval above 0, +0.004 to +0.020, with batches of 5;
+one probe per fit: +0.005, +0.023 and +0.012 at ε = 8; worst 5 % of searches better in every cell;
+docs/studies.md, "GP placement of released probes" and "GP placement schedule").
 
 1. 20 released probes at a fifth of the epochs, one committed run, split 0.5 — only at ε ≥ 8. The equal-ε studies'
    winner at ε = 8 on both families (digits MLP: 0.934 vs uniform search's 0.888 at ≤ 20 runs; MNIST-subset CNN:
@@ -372,8 +373,14 @@ class TwoStageSearch:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TwoStageSearch:
-        """The value :meth:`describe` wrote (``placement``, ``recommend``, the noise factor: today's when absent)."""
+        """The value :meth:`describe` wrote (``placement``, ``recommend``, the noise factor: today's when absent).
+
+        A placement written before the schedule grew with the probe count (no ``start_share``/``batch_share``) is
+        read with both shares 0, its fixed schedule, so a stored design replays the probes it placed.
+        """
         epochs, placement = data.get("probe_epochs"), data.get("placement")
+        if placement is not None and placement.get("strategy") == "gp":
+            placement = {"start_share": 0.0, "batch_share": 0.0, **placement}
         return cls(_two_stage_from_dict(data["two_stage"]), _strategy_from_dict(data["strategy"]),
                    None if epochs is None else int(epochs),
                    None if placement is None else ProbePlacement(**placement),

@@ -604,7 +604,7 @@ def tune_two_stage(
                               completed=len(probes.trials))
         result = _two_stage_result(design, space, (probe, final), report, (probes, finals), (released, finalists),
                                    entropy, run_options.direction, max_lost=max_lost,
-                                   post=(_placement_description(chosen, placement),
+                                   post=(_placement_description(chosen, placement, probe_count),
                                          {**rule.describe(), "fell_back": fell_back}))
         journal.write_release(two_stage_release_payload(result))
     return result
@@ -873,13 +873,14 @@ def _recommended(rule: Recommendation, released: tuple[ReleasedProbe, ...], spac
     return tuple(int(i) for i in chosen.indices[0, :max(1, available)]), bool(chosen.fallback[0])
 
 
-def _placement_description(strategy: Strategy, placement: ProbePlacement | None) -> dict[str, Any]:
-    """Who placed the probes, JSON-ready (stated with the release)."""
+def _placement_description(strategy: Strategy, placement: ProbePlacement | None, probes: int) -> dict[str, Any]:
+    """Who placed the probes, JSON-ready (stated with the release; a GP placement with the batches it ran)."""
     if placement is None:  # the search core's strategy: a GP strategy is DP-HyPO's (softmax projected onto S_{C,c})
         name = str(getattr(strategy, "name", type(strategy).__name__))
         return {"via": "strategy", "name": name if isinstance(strategy, Uniform) else
                 f"{name} strategy (C={strategy.C:g}, c={strategy.c:g})"}
-    return {"via": "place_probes", "name": placement.name, **placement.describe()}
+    return {"via": "place_probes", "name": placement.name, **placement.describe(),
+            "schedule": list(placement.schedule(probes))}
 
 
 def _final_stage(objective: Objective, space: SearchSpace, finalists: tuple[int, ...], final: DPSGDMechanism,

@@ -948,6 +948,14 @@ def _two_stage_table(request: TuneRequest, result: TwoStageSearchResult, saved: 
 def _placement_text(placement: dict[str, Any]) -> str:
     """Who placed the probes, for the release table."""
     if placement.get("via") == "place_probes" and placement.get("strategy") == "gp":
+        sizes = placement.get("schedule")
+        if sizes:  # the batches it ran: the start, then the GP batches
+            rest = sizes[1:]
+            plural = "es" if len(rest) > 1 else ""
+            batches = (f"{len(rest)} batch{plural} of {rest[0]}" if len(set(rest)) == 1 else
+                       f"{len(rest)} batches of {'/'.join(str(k) for k in rest)}") if rest else "no GP batch"
+            return (f"{placement['name']} (BoTorch acquisition on the GP of the released probes: {batches} after "
+                    f"{sizes[0]} space-filling probes)")
         return (f"{placement['name']} (BoTorch acquisition on the GP of the released probes, batches of "
                 f"{placement['batch']} after {placement['start']} space-filling probes)")
     return f"{placement['name']} (post-processing of the released probes)"

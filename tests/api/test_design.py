@@ -281,3 +281,14 @@ def test_the_auto_noisy_probe_design_meets_epsilon_by_dp_accountings_own_composi
     accountant = PLDAccountant(value_discretization_interval=1e-3)
     accountant.compose(run(probe), 20).compose(run(final))
     assert accountant.get_epsilon(1e-5) <= epsilon * (1 + 2e-3)
+
+
+def test_a_stored_gp_placement_without_schedule_shares_replays_its_fixed_schedule() -> None:
+    fixed = ProbePlacement("gp", "log-nei", batch=5, start=5, start_share=0.0, batch_share=0.0)
+    stored = TwoStageSearch(placement=fixed, recommend="gp-mean").describe()
+    for key in ("start_share", "batch_share"):  # what a design written before the shares holds
+        del stored["placement"][key]
+    read = TwoStageSearch.from_dict(stored)
+    assert read.placement == fixed and read.placement.schedule(40) == (5,) + (5,) * 7
+    assert TwoStageSearch.from_dict(TwoStageSearch(placement=ProbePlacement("gp")).describe()).placement == \
+        ProbePlacement("gp")  # today's designs round-trip with their shares

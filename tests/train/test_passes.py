@@ -136,8 +136,9 @@ def test_max_lost_below_the_pass_size_is_refused_before_any_run_trains(monkeypat
 
 def test_the_default_design_trains_its_placed_probes_in_passes_no_larger_than_max_lost(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The default design places its released probes by a GP in batches of 5; with max_lost=3 charged, a kill -9 must
-    # lose at most 3 runs, so every batch (probes and final runs) trains in passes of at most 3 whatever pass_size.
+    # The default design places its released probes by a GP, one per fit after a space-filling start of 5 (20 probes);
+    # with max_lost=3 charged, a kill -9 must lose at most 3 runs, so every batch (probes and final runs) trains in
+    # passes of at most 3 whatever pass_size.
     import dphypo.api.two_stage as two_stage
 
     passes: list[int] = []

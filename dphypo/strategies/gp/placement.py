@@ -5,19 +5,21 @@ each probe goes may be any function of the probes released before it and of the 
 (docs/privacy.md, rule 3 for released probes): no projection onto S_{C,c}, no adaptivity charge. This module
 places them as Ax's default generation strategy does (quasi-random trials, then BoTorch):
 
-1. a **space-filling start** of ``start`` probes: a Latin hypercube in the grid's unit coordinates, each point
-   snapped to the nearest grid point (every axis's range split into ``start`` strata, one probe per stratum: five
-   uniform probes all land in one region, e.g. the 41 % of the digits grid that scores ≤ 0.16 at 2 epochs, with
-   probability 0.41⁵ ≈ 1 %; a hypercube's five learning rates cannot);
-2. then batches of ``batch`` probes, each from **one fit** of the GP on every probe released so far
-   (:func:`~dphypo.strategies.gp.fit.fit_surrogate`, the project's batched fit of BoTorch's default
-   ``SingleTaskGP``), exposed to BoTorch as a :class:`GridModel` and scored by BoTorch's own acquisition:
-   ``qUpperConfidenceBound`` (``"ucb"``) or ``qLogNoisyExpectedImprovement`` (``"log-nei"``, for noisy scores),
-   the batch chosen by sequential greedy maximisation over the grid's points (as
+1. a **space-filling start** of s = max(``start``, ⌈``start_share`` · n⌉) of the n probes: a Latin hypercube in the
+   grid's unit coordinates, each point snapped to the nearest grid point (every axis's range split into s strata,
+   one probe per stratum: five uniform probes all land in one region, e.g. the 41 % of the digits grid that scores ≤
+   0.16 at 2 epochs, with probability 0.41⁵ ≈ 1 %; a hypercube's five learning rates cannot);
+2. then batches of max(``batch``, ⌈``batch_share`` · n⌉) probes (by default one at a time), each from **one fit** of
+   the GP on every probe released so far (:func:`~dphypo.strategies.gp.fit.fit_surrogate`, the project's batched fit
+   of BoTorch's default ``SingleTaskGP``), exposed to BoTorch as a :class:`GridModel` and scored by BoTorch's own
+   acquisition: ``qUpperConfidenceBound`` (``"ucb"``) or ``qLogNoisyExpectedImprovement`` (``"log-nei"``, for noisy
+   scores), the batch chosen by sequential greedy maximisation over the grid's points (as
    ``botorch.optim.optimize_acqf_discrete`` does: each pick joins ``X_pending``; no point twice in a batch);
    batch-native over B searches (one model of batch shape ``(B,)``, every member's grid in one pass);
-3. in every batch, a **share kept uniform**: ``round(uniform_share · batch)`` probes are drawn from the prior
-   (and join the acquisition's ``X_pending``), so a search keeps exploring whatever its GP believes;
+3. a **share kept uniform**: a GP batch of k probes after t released ones draws round(u·(t + k)) − round(u·t) of
+   them from the prior, u = ``uniform_share`` (:meth:`ProbePlacement.uniform_count`: one probe in 1/u over the
+   stage, also with batches smaller than 1/u; they come first and join the acquisition's ``X_pending``), so a
+   search keeps exploring whatever its GP believes;
 4. a **fallback** when the GP is uninformative: a member whose fit fails (fewer than two scores, all equal, a
    numerical failure) or whose fitted noise variance is at least ``uninformative_noise`` of the standardised
    scores' variance (its probes look like noise) places that whole batch uniformly from the prior.
@@ -25,11 +27,20 @@ places them as Ax's default generation strategy does (quasi-random trials, then 
 Defaults (:class:`ProbePlacement`): ``acquisition = "log-nei"`` (the released scores are noisy, which
 qLogNEI models and UCB does not; on the digits 2-epoch → 10-epoch family at ε = 8 with 20 probes it beat UCB on
 both seeds measured, +0.0018 and +0.0066 against +0.000 and +0.004 over uniform + best probe, with a better lower
-tail; it costs about 4× UCB's CPU, negligible next to training), ``start = 5`` and ``batch = 5`` (20 probes: a
-start and three GP batches, as the rough check in issue #31), ``uniform_share = 0.2`` (one probe of five),
+tail; it costs about 4× UCB's CPU, negligible next to training); the **schedule** ``start = 3``,
+``start_share = 0.25``, ``batch = 1``, ``batch_share = 0``: a space-filling start of max(3, ⌈n/4⌉) probes, then
+one probe per GP fit (20 probes: 5 then 15 single probes, 16 batches, so 16 sequential passes of stage 1 in
+``dphypo tune`` instead of 4; 10 probes: 3 then 7, 8 passes instead of 2). Chosen in docs/studies.md ("GP placement
+schedule", issue #31) over the earlier start 5 / batches of 5 and three other schedules on seed 1 (300 searches
+on each of three families at ε = 8, cap 20) and reported on seed 2 (400 fresh searches, paired, gp-mean
+recommendation): against start 5 / batches of 5, +0.0007 [−0.0005, +0.0020] on the digits MLP (20 probes),
++0.0044 [+0.0000, +0.0087] on the MNIST-subset CNN (20), +0.0060 [+0.0014, +0.0105] on the 4-D digits MLP (10
+full-fidelity probes), and a better worst-5 % mean on all three (0.921 vs 0.919, 0.800 vs 0.748, 0.828 vs 0.811);
+the GP's CPU per search did not grow (fits on fewer probes, one-point greedy passes). ``uniform_share = 0.2``
+(one probe of five),
 ``uninformative_noise = 0.5`` (more than half of the observed variance attributed to noise: the GP cannot tell
-regions apart), UCB ``beta = 2`` (μ + 1.41 σ for a single point), 128 quasi-MC samples. Only the acquisition was
-compared; the others are the conventional choices above, to be measured across families (issue #31, item 6).
+regions apart), UCB ``beta = 2`` (μ + 1.41 σ for a single point), 128 quasi-MC samples. Only the acquisition and
+the schedule were compared; the others are the conventional choices above.
 
 Randomness: every random choice (the hypercube, the uniform share, the quasi-MC seed) comes from the caller's
 generator, in a fixed order that does not depend on the scores, so arms with the same seed share their streams
@@ -83,6 +94,12 @@ class ProbePlacement:
         uninformative_noise: Fitted noise variance, as a share of the standardised scores' variance, at or above
             which a member's batch falls back to the prior, in (0, 1]; 1 disables the test (a fit failure still
             falls back).
+        start_share: The start grows with the probe count n: ``max(start, ⌈start_share · n⌉)`` probes, in [0, 1]
+            (0: ``start`` whatever n). The defaults (``start = 3``, ``start_share = 0.25``, ``batch = 1``,
+            ``batch_share = 0``) are the schedule measured best (module docstring); start 5 / batch 5 / shares 0 is
+            the earlier fixed schedule.
+        batch_share: The batches grow with n: ``max(batch, ⌈batch_share · n⌉)`` probes each, in [0, 1]
+            (0: ``batch`` whatever n).
 
     Raises:
         ValueError: A value out of range, in one line.
@@ -90,12 +107,14 @@ class ProbePlacement:
 
     strategy: str = "gp"
     acquisition: str = "log-nei"
-    batch: int = 5
-    start: int = 5
+    batch: int = 1
+    start: int = 3
     uniform_share: float = 0.2
     beta: float = 2.0
     mc_samples: int = 128
     uninformative_noise: float = 0.5
+    start_share: float = 0.25
+    batch_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.strategy not in PLACEMENTS:
@@ -110,6 +129,10 @@ class ProbePlacement:
         check_positive_int("mc_samples", self.mc_samples)
         if not 0.0 < self.uninformative_noise <= 1.0:
             raise ValueError(f"uninformative_noise must be in (0, 1], got {self.uninformative_noise!r}")
+        for name in ("start_share", "batch_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
 
     @property
     def name(self) -> str:
@@ -117,7 +140,10 @@ class ProbePlacement:
         return "uniform" if self.strategy == "uniform" else f"gp-{self.acquisition}"
 
     def schedule(self, probes: int) -> tuple[int, ...]:
-        """Batch sizes of ``probes`` released probes: all at once (uniform), or the start then ``batch`` at a time.
+        """Batch sizes of ``probes`` released probes: all at once (uniform), or the start then batches.
+
+        The start is ``max(start, ⌈start_share · n⌉)`` probes (at most n), the batches ``max(batch, ⌈batch_share ·
+        n⌉)`` each, the last one what is left.
 
         Args:
             probes: Number of probes n ≥ 1.
@@ -125,13 +151,39 @@ class ProbePlacement:
         check_positive_int("probes", probes)
         if self.strategy == "uniform":
             return (probes,)
-        first = min(self.start, probes)
+        first = min(max(self.start, math.ceil(self.start_share * probes - 1e-9)), probes)
+        batch = max(self.batch, math.ceil(self.batch_share * probes - 1e-9))
         rest = probes - first
-        return (first,) + (self.batch,) * (rest // self.batch) + ((rest % self.batch,) if rest % self.batch else ())
+        return (first,) + (batch,) * (rest // batch) + ((rest % batch,) if rest % batch else ())
 
-    def uniform_count(self, size: int) -> int:
-        """Probes of a GP batch of ``size`` drawn from the prior: ``round(uniform_share · size)``."""
-        return min(size, math.floor(self.uniform_share * size + 0.5))
+    def uniform_count(self, size: int, first: int = 0) -> int:
+        """Prior draws in a GP batch of ``size`` probes after ``first`` released ones.
+
+        ``round(u · (first + size)) − round(u · first)`` with u = ``uniform_share``: the share is kept over the
+        stage's probe numbers, not per batch, so batches smaller than 1/u still draw one probe in 1/u from the
+        prior (per batch, ``round(0.2 · 2) = 0`` would keep none). Batches of 5 after a start of 5 (the fixed
+        schedule) draw ``round(5u)`` each, as a per-batch share does.
+
+        Args:
+            size: Probes of the batch ≥ 1.
+            first: Probes released before the batch ≥ 0.
+        """
+        def share(count: int) -> int:
+            return math.floor(self.uniform_share * count + 0.5)
+
+        return min(size, share(first + size) - share(first))
+
+    def uniform_counts(self, probes: int) -> tuple[int, ...]:
+        """Prior draws of each batch of :meth:`schedule` (:meth:`uniform_count`; the start: 0, it is space-filling).
+
+        Args:
+            probes: Number of probes n ≥ 1.
+        """
+        sizes = self.schedule(probes)
+        if self.strategy == "uniform":
+            return (0,)
+        firsts = np.cumsum((0, *sizes[:-1]))
+        return (0, *(self.uniform_count(size, int(first)) for size, first in zip(sizes[1:], firsts[1:], strict=True)))
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready configuration (part of the design: stated with the release)."""
@@ -139,7 +191,8 @@ class ProbePlacement:
             return {"strategy": "uniform"}
         return {"strategy": "gp", "acquisition": self.acquisition, "batch": self.batch, "start": self.start,
                 "uniform_share": self.uniform_share, "beta": self.beta, "mc_samples": self.mc_samples,
-                "uninformative_noise": self.uninformative_noise}
+                "uninformative_noise": self.uninformative_noise, "start_share": self.start_share,
+                "batch_share": self.batch_share}
 
 
 def space_filling(space: SearchSpace, count: int, members: int, rng: np.random.Generator) -> np.ndarray:
@@ -214,7 +267,7 @@ def place_batch(placement: ProbePlacement, space: SearchSpace, released: Release
     out = uniform.copy()
     targets, usable = gp_targets(released, direction)
     fitted = np.flatnonzero(usable)
-    kept = placement.uniform_count(count)
+    kept = placement.uniform_count(count, released.count)
     if fitted.size == 0 or kept == count:
         return out
     import torch

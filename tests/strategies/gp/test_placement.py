@@ -26,7 +26,9 @@ def _scores(noise: float, members: int, probes: int, seed: int = 1):
 
 
 def test_the_schedule_is_a_start_then_batches_and_uniform_places_all_at_once() -> None:
-    assert ProbePlacement().schedule(20) == (5, 5, 5, 5)
+    # the default (docs/studies.md, "GP placement schedule"): max(3, ⌈n/4⌉) space-filling probes, then one per fit
+    assert ProbePlacement().schedule(20) == (5,) + (1,) * 15 and ProbePlacement().schedule(10) == (3,) + (1,) * 7
+    assert ProbePlacement(start=5, batch=5, start_share=0.0).schedule(20) == (5, 5, 5, 5)  # the earlier schedule
     assert ProbePlacement(batch=4, start=3).schedule(12) == (3, 4, 4, 1)
     assert ProbePlacement("uniform").schedule(20) == (20,)
     assert ProbePlacement().uniform_count(5) == 1 and ProbePlacement(uniform_share=0.0).uniform_count(5) == 0
@@ -36,6 +38,35 @@ def test_the_schedule_is_a_start_then_batches_and_uniform_places_all_at_once() -
                          ({"uninformative_noise": 0.0}, "uninformative_noise must be in")):
         with pytest.raises(ValueError, match=message):
             ProbePlacement(**bad)
+
+
+def test_the_schedule_can_grow_with_the_probe_count_and_keeps_the_uniform_share_over_small_batches() -> None:
+    scaled = ProbePlacement(start=3, batch=1, start_share=0.25, batch_share=0.125)
+    assert scaled.schedule(10) == (3, 2, 2, 2, 1) and scaled.schedule(20) == (5, 3, 3, 3, 3, 3)
+    assert scaled.schedule(2) == (2,) and scaled.schedule(45) == (12, 6, 6, 6, 6, 6, 3)
+    # batches of five after a start of five keep one prior draw each, as before
+    fives = ProbePlacement(start=5, batch=5, start_share=0.0)
+    assert fives.uniform_counts(20) == (0, 1, 1, 1) and fives.uniform_counts(13) == (0, 1, 1)
+    assert ProbePlacement().uniform_count(5) == ProbePlacement().uniform_count(5, 10) == 1
+    # smaller batches keep one in five over the stage (per batch, round(0.2 · 1) would keep none)
+    singles = ProbePlacement(start_share=0.0).uniform_counts(13)
+    assert singles == (0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1) and scaled.uniform_counts(20) == (0, 1, 0, 1, 0, 1)
+    assert ProbePlacement(uniform_share=0.0, batch=2).uniform_counts(11) == (0,) * 5  # (3, 2, 2, 2, 2)
+    assert ProbePlacement(**scaled.describe()) == scaled  # the release states the schedule exactly
+    for bad, message in (({"start_share": 1.5}, "start_share must be in"), ({"batch_share": -0.1}, "batch_share")):
+        with pytest.raises(ValueError, match=message):
+            ProbePlacement(**bad)
+
+
+def test_a_batch_draws_its_share_of_the_stage_from_the_prior_by_probe_number() -> None:
+    indices = np.random.default_rng(12).choice(SPACE.size, size=(3, 7))
+    placement = ProbePlacement(start=3, batch=2, mc_samples=32)  # after 7 probes: round(1.8) - round(1.4) = 1
+    for count, kept in ((7, 1), (5, 0)):
+        released = ReleasedProbes(indices[:, :count], TRUE[indices[:, :count]])
+        gp = place_batch(placement, SPACE, released, 2, np.random.default_rng(13), "maximize")
+        prior = place_batch(ProbePlacement("uniform"), SPACE, released, 2, np.random.default_rng(13), "maximize")
+        assert placement.uniform_count(2, count) == kept
+        assert np.array_equal(gp[:, :kept], prior[:, :kept]) and not np.array_equal(gp[:, kept:], prior[:, kept:])
 
 
 def test_the_start_is_a_latin_hypercube_on_every_axis() -> None:
